@@ -1,0 +1,65 @@
+"""The broker's tree of tasks: database, push lane, services; the HTTP server goes on top.
+
+Nesting encodes shutdown order: leaving `open_broker` closes the lane and waits until every
+accepted group is flushed, then stops the services, then closes the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from .database import Database, open_database
+from .encryption import PayloadCipher
+from .lane import PushLane
+from .maintenance import PartitionReclaimer
+from .publisher import Publisher
+from .queues import QueueDirectory
+from .settings import Settings
+
+log = logging.getLogger("queen_trio.broker")
+
+
+@attrs.define
+class Broker:
+    settings: Settings
+    db: Database
+    lane: PushLane
+    directory: QueueDirectory
+    cipher: PayloadCipher
+    publisher: Publisher
+    reclaimer: PartitionReclaimer
+
+
+@asynccontextmanager
+async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Broker]:
+    async with open_database(
+        database_url,
+        pool_size=settings.db_pool_size,
+        statement_timeout_ms=settings.db_statement_timeout_ms,
+        lock_timeout_ms=settings.db_lock_timeout_ms,
+        connect_timeout_ms=settings.db_connection_timeout_ms,
+    ) as db:
+        cipher = PayloadCipher(settings.encryption_key)
+        lane = PushLane(db, shards=settings.push_shards,
+                        tick_seconds=settings.fusion_hold_ms / 1000,
+                        idle_seconds=settings.flush_idle_seconds)
+        directory = QueueDirectory(db)
+        reclaimer = PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
+                                       interval=settings.partition_cleanup_interval_seconds)
+        broker = Broker(settings, db, lane, directory, cipher,
+                        Publisher(lane, directory, cipher), reclaimer)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lane.run)
+            async with trio.open_nursery() as services:
+                await services.start(reclaimer.run)
+                try:
+                    yield broker
+                finally:
+                    services.cancel_scope.cancel()
+            # Flush every accepted group before the pool closes.
+            lane.close()

@@ -1,0 +1,52 @@
+"""The `queen-trio` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import trio
+
+from . import __version__
+from .logs import configure_logging
+from .settings import ConfigError, Settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="queen-trio", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"queen-trio {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the broker")
+    serve.add_argument("--host", help="listen address (HOST, default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="listen port (PORT, default 6632)")
+    serve.add_argument("--data-dir", type=Path,
+                       help="embedded PostgreSQL and spool directory (QUEEN_DATA_DIR)")
+    serve.add_argument("--database-url", help="external PostgreSQL (DATABASE_URL or PG_*)")
+    serve.add_argument("--log-level", help="LOG_LEVEL (default warning)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env(
+            host=args.host, port=args.port, data_dir=args.data_dir,
+            database_url=args.database_url, log_level=args.log_level,
+        )
+    except ConfigError as exc:
+        print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    from .server import serve
+
+    try:
+        trio.run(serve, settings)
+    except Exception as exc:  # a boot failure: name the cause, no traceback wall
+        print(f"queen-trio: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""Every database call goes through here: the asyncpg pool, the trio-asyncio crossing, migrations.
+
+asyncpg is asyncio code; the broker is trio. One trio-asyncio loop is opened for the broker's
+lifetime and each logical operation crosses the bridge exactly once (`Database.call`), so the
+cost of the bridge is visible in `statistics()` and batched by the callers (the push lane sends
+one call per bundle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+import attrs
+import trio
+import trio_asyncio
+
+from . import sql
+
+log = logging.getLogger("queen_trio.database")
+
+T = TypeVar("T")
+
+MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations across brokers
+
+
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached; the message says "database connection unavailable"."""
+
+    def __init__(self, cause: BaseException | str) -> None:
+        super().__init__(f"database connection unavailable: {cause}")
+
+
+# SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
+# statement is wrong" (DECISIONS: Spool).
+_UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError, asyncpg.InterfaceError)):
+        return True
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", "") or ""
+        return any(state.startswith(prefix) for prefix in _UNAVAILABLE_SQLSTATES)
+    return False
+
+
+@attrs.frozen
+class DatabaseStatistics:
+    calls: int
+    failures: int
+    in_flight: int
+    seconds_in_calls: float
+    pool_size: int
+    pool_idle: int
+
+
+@attrs.define
+class _Counters:
+    calls: int = 0
+    failures: int = 0
+    in_flight: int = 0
+    seconds: float = 0.0
+
+
+class Database:
+    """An open pool. Use `open_database`; every method must run inside its trio-asyncio loop."""
+
+    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+        self._pool = pool
+        self.url = url
+        self._counters = _Counters()
+
+    def statistics(self) -> DatabaseStatistics:
+        c = self._counters
+        return DatabaseStatistics(
+            calls=c.calls,
+            failures=c.failures,
+            in_flight=c.in_flight,
+            seconds_in_calls=c.seconds,
+            pool_size=self._pool.get_size(),
+            pool_idle=self._pool.get_idle_size(),
+        )
+
+    async def call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run `work(connection)` on the asyncio side: one bridge crossing, one pool checkout.
+
+        Connection-level failures are raised as DatabaseUnavailable; anything else as is.
+        """
+        c = self._counters
+        c.calls += 1
+        c.in_flight += 1
+        started = time.perf_counter()
+        try:
+            return await trio_asyncio.aio_as_trio(self._with_connection)(work)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                c.failures += 1
+                if is_connection_failure(exc) and not isinstance(exc, DatabaseUnavailable):
+                    raise DatabaseUnavailable(exc) from exc
+            raise
+        finally:
+            c.in_flight -= 1
+            c.seconds += time.perf_counter() - started
+
+    async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async with self._pool.acquire() as conn:
+            return await work(conn)
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        return await self.call(lambda conn: conn.fetch(query, *args))
+
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        return await self.call(lambda conn: conn.fetchrow(query, *args))
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self.call(lambda conn: conn.fetchval(query, *args))
+
+    async def execute(self, query: str, *args: Any) -> str:
+        return await self.call(lambda conn: conn.execute(query, *args))
+
+    async def in_transaction(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async def run(conn: asyncpg.Connection) -> T:
+            async with conn.transaction():
+                return await work(conn)
+
+        return await self.call(run)
+
+    async def ping(self, timeout: float = 2.0) -> bool:
+        with trio.move_on_after(timeout):
+            try:
+                return await self.fetchval("SELECT 1") == 1
+            except Exception:
+                return False
+        return False
+
+
+async def _apply_migrations(conn: asyncpg.Connection) -> list[str]:
+    applied: list[str] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    try:
+        await conn.execute(
+            "CREATE SCHEMA IF NOT EXISTS queen;"
+            "CREATE TABLE IF NOT EXISTS queen.schema_migrations ("
+            " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM queen.schema_migrations")}
+        for version, text in sql.migrations():
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(text)
+                await conn.execute(
+                    "INSERT INTO queen.schema_migrations (version) VALUES ($1)", version
+                )
+            applied.append(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+    return applied
+
+
+async def migrate(url: str) -> list[str]:
+    """Apply pending migrations; safe when several brokers start together (advisory lock)."""
+
+    async def run() -> list[str]:
+        conn = await asyncpg.connect(url)
+        try:
+            return await _apply_migrations(conn)
+        finally:
+            await conn.close()
+
+    return await trio_asyncio.aio_as_trio(run)()
+
+
+@asynccontextmanager
+async def open_database(
+    url: str,
+    *,
+    pool_size: int = 20,
+    statement_timeout_ms: int = 30_000,
+    lock_timeout_ms: int = 10_000,
+    connect_timeout_ms: int = 2_000,
+    apply_migrations: bool = True,
+) -> AsyncIterator[Database]:
+    """Open the trio-asyncio loop and the pool; apply migrations; close both on exit."""
+    async with trio_asyncio.open_loop():
+        if apply_migrations:
+            applied = await migrate(url)
+            if applied:
+                log.info("migrations applied", extra={"versions": applied})
+
+        async def create() -> asyncpg.Pool:
+            return await asyncpg.create_pool(
+                url,
+                min_size=min(2, pool_size),
+                max_size=pool_size,
+                timeout=connect_timeout_ms / 1000,
+                command_timeout=None,
+                server_settings={
+                    "application_name": "queen-trio",
+                    "statement_timeout": str(statement_timeout_ms),
+                    "lock_timeout": str(lock_timeout_ms),
+                    "timezone": "UTC",
+                },
+            )
+
+        pool = await trio_asyncio.aio_as_trio(create)()
+        try:
+            yield Database(pool, url)
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(10):
+                    await trio_asyncio.aio_as_trio(pool.close)()
+                pool.terminate()

@@ -1,0 +1,80 @@
+"""The packed frame: one message inside a segment.
+
+    header  >16sBHHI   message id, flags, len(transaction id), len(producer sub), len(payload)
+    [16 bytes trace id, when FLAG_TRACE]
+    transaction id (UTF-8), producer sub (UTF-8), payload bytes
+
+The payload is the exact JSON text received (or its ciphertext when FLAG_ENCRYPTED), so a pop
+splices it into the reply without decoding it.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterator
+
+import attrs
+
+HEADER = struct.Struct(">16sBHHI")
+FLAG_ENCRYPTED = 0x01
+FLAG_TRACE = 0x02
+
+
+@attrs.frozen
+class Frame:
+    message_id: uuid.UUID
+    transaction_id: str
+    payload: bytes
+    producer_sub: str | None = None
+    trace_id: uuid.UUID | None = None
+    encrypted: bool = False
+
+
+def pack(
+    message_id: bytes,
+    transaction_id: bytes,
+    payload: bytes,
+    *,
+    producer_sub: bytes = b"",
+    trace_id: bytes | None = None,
+    encrypted: bool = False,
+) -> bytes:
+    flags = (FLAG_ENCRYPTED if encrypted else 0) | (FLAG_TRACE if trace_id else 0)
+    head = HEADER.pack(message_id, flags, len(transaction_id), len(producer_sub), len(payload))
+    return b"".join((head, trace_id or b"", transaction_id, producer_sub, payload))
+
+
+def unpack(frames: bytes) -> Iterator[Frame]:
+    """Every frame of a packed segment, in offset order."""
+    view = memoryview(frames)
+    at, end = 0, len(frames)
+    size = HEADER.size
+    while at < end:
+        mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(view, at)
+        at += size
+        trace = None
+        if flags & FLAG_TRACE:
+            trace = uuid.UUID(bytes=bytes(view[at : at + 16]))
+            at += 16
+        txid = str(view[at : at + tx_len], "utf-8")
+        at += tx_len
+        sub = str(view[at : at + sub_len], "utf-8") if sub_len else None
+        at += sub_len
+        payload = bytes(view[at : at + payload_len])
+        at += payload_len
+        yield Frame(
+            message_id=uuid.UUID(bytes=mid),
+            transaction_id=txid,
+            payload=payload,
+            producer_sub=sub,
+            trace_id=trace,
+            encrypted=bool(flags & FLAG_ENCRYPTED),
+        )
+
+
+def frame_at(frames: bytes, index: int) -> Frame:
+    for i, frame in enumerate(unpack(frames)):
+        if i == index:
+            return frame
+    raise IndexError(f"segment has no frame {index}")

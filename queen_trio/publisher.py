@@ -1,0 +1,74 @@
+"""A push end to end: group, pack (encrypt), hand to the lane, wait, answer per item."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .encryption import PayloadCipher
+from .lane import LaneClosed, PushLane
+from .push import PackedGroup, PushItem, group_items, pack_group
+from .queues import QueueDirectory
+
+log = logging.getLogger("queen_trio.publisher")
+
+# How often a group is repacked because another broker changed its queue meanwhile.
+MAX_STALE_RETRIES = 3
+
+
+class Publisher:
+    def __init__(self, lane: PushLane, directory: QueueDirectory, cipher: PayloadCipher) -> None:
+        self._lane = lane
+        self._directory = directory
+        self._cipher = cipher
+        self._warned_plaintext: set[str] = set()
+
+    async def push(self, items: list[PushItem], producer_sub: str | None) -> tuple[int, list[Any]]:
+        """Commit every group; return (HTTP status, per-item results in request order)."""
+        pending = group_items(items)
+        for attempt in range(MAX_STALE_RETRIES + 1):
+            submitted: list[PackedGroup] = []
+            for group in pending:
+                packed = self._pack(group, producer_sub)
+                try:
+                    self._lane.submit(packed)
+                except LaneClosed as exc:
+                    for item in packed.writers:
+                        item.status, item.error = "unavailable", str(exc)
+                    continue
+                submitted.append(packed)
+            for packed in submitted:
+                await packed.done.wait()
+            stale = [p.group for p in submitted if p.outcome == "stale"]
+            if not stale or attempt == MAX_STALE_RETRIES:
+                break
+            for queue in {g.queue for g in stale}:
+                await self._directory.refresh(queue)
+            pending = stale
+        for item in items:
+            if item.status == "stale":
+                item.status, item.error = "failed", "queue configuration kept changing"
+        return _http_status(items), [item.result() for item in items]
+
+    def _pack(self, group: Any, producer_sub: str | None) -> PackedGroup:
+        facts = self._directory.assumed(group.queue)
+        encrypt = None
+        if facts.encryption_enabled:
+            if self._cipher.enabled:
+                encrypt = self._cipher.encrypt
+            elif group.queue not in self._warned_plaintext:
+                self._warned_plaintext.add(group.queue)
+                log.warning("queue has encryptionEnabled but encryption is disabled; "
+                            "storing plaintext", extra={"queue": group.queue,
+                                                        "cause": self._cipher.problem})
+        return pack_group(group, dedup=facts.dedup, encryption_assumed=facts.encryption_enabled,
+                          encrypt=encrypt, producer_sub=producer_sub)
+
+
+def _http_status(items: list[PushItem]) -> int:
+    statuses = {item.status for item in items if item.winner is None}
+    if "failed" in statuses:
+        return 500
+    if "unavailable" in statuses:
+        return 503
+    return 201

@@ -1,0 +1,197 @@
+-- One bundle of segments, one transaction, one round trip (DESIGN: Life of a push, step 5).
+--
+-- Segment s carries p_counts[s] frames packed in p_frames[s]; the frames' lengths and
+-- transaction ids are the matching slices of p_lengths and p_txids. p_encrypted[s] and
+-- p_dedup[s] are what the broker assumed about the queue when it packed the segment: a
+-- mismatch (another broker reconfigured the queue) answers 'stale' and writes nothing, so the
+-- broker can repack.
+--
+-- Per segment the function: locks the partition row (all rows in ascending id order, so two
+-- brokers or a transaction can never deadlock), takes the commit time after the lock (the later
+-- of the wall clock and the partition's last commit), probes the transaction index within the
+-- dedup window (a hit writes nothing), allocates offsets and writes the segment and its index
+-- rows.
+--
+-- Rows returned: one 'queued' or 'stale' row per segment (item_no NULL), and one 'duplicate'
+-- row per item found in the index, with the original's offset and the stored segment holding
+-- it (NULL frames when retention removed it).
+CREATE FUNCTION queen.push_bundle(
+    p_queues    text[],
+    p_partitions text[],
+    p_encrypted boolean[],
+    p_dedup     boolean[],
+    p_counts    integer[],
+    p_frames    bytea[],
+    p_lengths   integer[],
+    p_txids     text[]
+) RETURNS TABLE (
+    segment_no       integer,
+    item_no          integer,
+    outcome          text,
+    partition_id     uuid,
+    ref_offset       bigint,
+    ref_first_offset bigint,
+    ref_frames       bytea
+) LANGUAGE plpgsql AS $$
+DECLARE
+    n_segments integer := coalesce(array_length(p_queues, 1), 0);
+    seg_ids    uuid[] := array_fill(NULL::uuid, ARRAY[n_segments]);
+    seg_start  integer[] := array_fill(0, ARRAY[n_segments]);
+    missing    integer;
+    attempt    integer := 0;
+    s          integer;
+    i          integer;
+    pos        integer;
+    cursor_at  integer := 1;
+    q          record;
+    part       record;
+    commit_at  timestamptz;
+    dup_offsets bigint[];
+    seg_txids  text[];
+    kept_txids text[];
+    kept_frames bytea;
+    frame_at   integer;
+    kept_count integer;
+    hit        record;
+BEGIN
+    FOR s IN 1 .. n_segments LOOP
+        seg_start[s] := cursor_at;
+        cursor_at := cursor_at + p_counts[s];
+    END LOOP;
+
+    -- Resolve (and create) queues and partitions, then lock the partition rows in id order.
+    -- A partition reclaimed between the two steps is simply created again.
+    LOOP
+        attempt := attempt + 1;
+        INSERT INTO queen.queues (name, namespace, task)
+        SELECT DISTINCT u.qname, split_part(u.qname, '.', 1), split_part(u.qname, '.', 2)
+          FROM unnest(p_queues) AS u(qname)
+         WHERE NOT EXISTS (SELECT 1 FROM queen.queues x WHERE x.name = u.qname)
+        ON CONFLICT (name) DO NOTHING;
+
+        INSERT INTO queen.partitions (queue_id, name)
+        SELECT qq.id, u.pname
+          FROM unnest(p_queues, p_partitions) AS u(qname, pname)
+          JOIN queen.queues qq ON qq.name = u.qname
+         WHERE NOT EXISTS (
+               SELECT 1 FROM queen.partitions x WHERE x.queue_id = qq.id AND x.name = u.pname)
+        ON CONFLICT (queue_id, name) DO NOTHING;
+
+        PERFORM 1
+           FROM queen.partitions pp
+          WHERE pp.id IN (
+                SELECT x.id
+                  FROM unnest(p_queues, p_partitions) AS u(qname, pname)
+                  JOIN queen.queues qq ON qq.name = u.qname
+                  JOIN queen.partitions x ON x.queue_id = qq.id AND x.name = u.pname)
+          ORDER BY pp.id
+            FOR UPDATE OF pp;
+
+        SELECT array_agg(x.id ORDER BY u.ord)
+          INTO seg_ids
+          FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS u(qname, pname, ord)
+          LEFT JOIN queen.queues qq ON qq.name = u.qname
+          LEFT JOIN queen.partitions x ON x.queue_id = qq.id AND x.name = u.pname;
+
+        SELECT count(*) INTO missing FROM unnest(seg_ids) AS v(id) WHERE v.id IS NULL;
+        EXIT WHEN missing = 0;
+        IF attempt >= 5 THEN
+            RAISE EXCEPTION 'push_bundle: partitions keep disappearing under the lock';
+        END IF;
+    END LOOP;
+
+    FOR s IN 1 .. n_segments LOOP
+        SELECT qq.encryption_enabled, qq.dedup_window_seconds
+          INTO q
+          FROM queen.queues qq WHERE qq.name = p_queues[s];
+        SELECT pp.next_offset, pp.last_commit_at
+          INTO part
+          FROM queen.partitions pp WHERE pp.id = seg_ids[s];
+
+        IF q.encryption_enabled IS DISTINCT FROM p_encrypted[s]
+           OR (q.dedup_window_seconds > 0) IS DISTINCT FROM p_dedup[s] THEN
+            segment_no := s; item_no := NULL; outcome := 'stale'; partition_id := seg_ids[s];
+            ref_offset := NULL; ref_first_offset := NULL; ref_frames := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        commit_at := greatest(clock_timestamp(), part.last_commit_at);
+        seg_txids := p_txids[seg_start[s] : seg_start[s] + p_counts[s] - 1];
+        dup_offsets := array_fill(NULL::bigint, ARRAY[p_counts[s]]);
+        kept_count := p_counts[s];
+
+        IF q.dedup_window_seconds > 0 THEN
+            FOR hit IN
+                SELECT u.ord::integer AS ord, t.message_offset,
+                       CASE WHEN t.message_offset < sg.first_offset + sg.message_count
+                            THEN sg.first_offset END AS first_offset,
+                       CASE WHEN t.message_offset < sg.first_offset + sg.message_count
+                            THEN sg.frames END AS frames
+                  FROM unnest(seg_txids) WITH ORDINALITY AS u(txid, ord)
+                  JOIN LATERAL (
+                        SELECT ti.message_offset
+                          FROM queen.transaction_index ti
+                         WHERE ti.partition_id = seg_ids[s]
+                           AND ti.transaction_id = u.txid
+                           AND ti.created_at > commit_at - make_interval(secs => q.dedup_window_seconds)
+                         ORDER BY ti.message_offset
+                         LIMIT 1) t ON true
+                  -- The stored segment holding the original: the last one starting at or
+                  -- before its offset, if it still reaches it (retention may have removed it).
+                  LEFT JOIN LATERAL (
+                        SELECT s2.first_offset, s2.message_count, s2.frames
+                          FROM queen.segments s2
+                         WHERE s2.partition_id = seg_ids[s]
+                           AND s2.first_offset <= t.message_offset
+                         ORDER BY s2.first_offset DESC
+                         LIMIT 1) sg ON true
+            LOOP
+                dup_offsets[hit.ord] := hit.message_offset;
+                kept_count := kept_count - 1;
+                segment_no := s; item_no := hit.ord; outcome := 'duplicate';
+                partition_id := seg_ids[s]; ref_offset := hit.message_offset;
+                ref_first_offset := hit.first_offset; ref_frames := hit.frames;
+                RETURN NEXT;
+            END LOOP;
+        END IF;
+
+        IF kept_count = p_counts[s] THEN
+            kept_frames := p_frames[s];
+            kept_txids := seg_txids;
+        ELSE
+            -- Rebuild the segment from the frames that were not duplicates.
+            kept_frames := ''::bytea;
+            kept_txids := ARRAY[]::text[];
+            frame_at := 1;
+            FOR i IN 1 .. p_counts[s] LOOP
+                pos := seg_start[s] + i - 1;
+                IF dup_offsets[i] IS NULL THEN
+                    kept_frames := kept_frames || substring(p_frames[s] FROM frame_at FOR p_lengths[pos]);
+                    kept_txids := kept_txids || p_txids[pos];
+                END IF;
+                frame_at := frame_at + p_lengths[pos];
+            END LOOP;
+        END IF;
+
+        IF kept_count > 0 THEN
+            INSERT INTO queen.segments (partition_id, first_offset, message_count, created_at, frames)
+            VALUES (seg_ids[s], part.next_offset, kept_count, commit_at, kept_frames);
+
+            INSERT INTO queen.transaction_index (partition_id, transaction_id, message_offset, created_at)
+            SELECT seg_ids[s], u.txid, part.next_offset + u.ord - 1, commit_at
+              FROM unnest(kept_txids) WITH ORDINALITY AS u(txid, ord);
+
+            UPDATE queen.partitions
+               SET next_offset = next_offset + kept_count,
+                   last_commit_at = commit_at,
+                   last_write_at = commit_at
+             WHERE id = seg_ids[s];
+        END IF;
+
+        segment_no := s; item_no := NULL; outcome := 'queued'; partition_id := seg_ids[s];
+        ref_offset := part.next_offset; ref_first_offset := NULL; ref_frames := NULL;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;

@@ -1,0 +1,18 @@
+-- Partition reclaim: delete partitions that hold no segment and have had no write for
+-- $2 days as of $1 (the service's clock, NULL = now). Locked rows are skipped; a locked row is
+-- re-checked after the lock, so a push that wrote meanwhile (it moves last_write_at) keeps
+-- its partition. A push that comes later simply recreates it with a new id and offset 0.
+WITH candidates AS (
+    SELECT p.id
+      FROM queen.partitions p
+     WHERE p.last_write_at < coalesce($1, clock_timestamp()) - make_interval(days => $2)
+       AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
+     ORDER BY p.id
+     LIMIT $3
+       FOR UPDATE OF p SKIP LOCKED
+)
+DELETE FROM queen.partitions p
+ USING candidates c
+ WHERE p.id = c.id
+   AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
+RETURNING p.id
