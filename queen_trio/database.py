@@ -73,8 +73,10 @@ class _Counters:
 class Database:
     """An open pool. Use `open_database`; every method must run inside its trio-asyncio loop."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, loop: trio_asyncio.TrioEventLoop) -> None:
         self._pool = pool
+        # Kept explicitly (not taken from the context), so any task of the trio run may call.
+        self._loop = loop
         self.url = url
         self._counters = _Counters()
 
@@ -99,7 +101,7 @@ class Database:
         c.in_flight += 1
         started = time.perf_counter()
         try:
-            return await trio_asyncio.aio_as_trio(self._with_connection)(work)
+            return await self._loop.run_aio_coroutine(self._with_connection(work))
         except BaseException as exc:
             if isinstance(exc, Exception):
                 c.failures += 1
@@ -190,7 +192,7 @@ async def open_database(
     apply_migrations: bool = True,
 ) -> AsyncIterator[Database]:
     """Open the trio-asyncio loop and the pool; apply migrations; close both on exit."""
-    async with trio_asyncio.open_loop():
+    async with trio_asyncio.open_loop() as loop:
         if apply_migrations:
             applied = await migrate(url)
             if applied:
@@ -213,7 +215,7 @@ async def open_database(
 
         pool = await trio_asyncio.aio_as_trio(create)()
         try:
-            yield Database(pool, url)
+            yield Database(pool, url, loop)
         finally:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(10):

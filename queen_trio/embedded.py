@@ -91,9 +91,14 @@ class EmbeddedPostgres:
 
     def _run(self, tool: str, *args: str) -> str:
         cmd = [str(self.bin_dir / tool), *args]
+        # Drop root's groups too: a root group would select the (closed) group bits of
+        # root-owned parents instead of their "other" bits.
+        identity: dict[str, object] = {}
+        if self._run_as is not None:
+            identity = {"user": self._run_as, "group": self._run_as, "extra_groups": []}
         try:
             done = subprocess.run(
-                cmd, check=True, capture_output=True, text=True, user=self._run_as, timeout=120
+                cmd, check=True, capture_output=True, text=True, timeout=120, **identity
             )
         except subprocess.CalledProcessError as e:
             raise EmbeddedPostgresError(
@@ -110,7 +115,8 @@ class EmbeddedPostgres:
             pwd.getpwnam(self._run_as)
         except KeyError:
             subprocess.run(
-                ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", self._run_as],
+                ["useradd", "--system", "--user-group", "--no-create-home",
+                 "-s", "/usr/sbin/nologin", self._run_as],
                 check=True,
                 capture_output=True,
             )
