@@ -113,8 +113,16 @@ class Database:
             c.seconds += time.perf_counter() - started
 
     async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        async with self._pool.acquire() as conn:
+        try:
+            conn = await self._pool.acquire()
+        except Exception as exc:
+            # Whatever stops us from getting a connection (refused, shutting down, not
+            # accepting connections) means the database is unavailable, not a bad statement.
+            raise DatabaseUnavailable(exc) from exc
+        try:
             return await work(conn)
+        finally:
+            await self._pool.release(conn)
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         return await self.call(lambda conn: conn.fetch(query, *args))

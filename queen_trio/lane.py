@@ -221,27 +221,33 @@ class PartitionFlusher:
         self.send, self._receive = trio.open_memory_channel[PackedGroup](math.inf)
 
     async def run(self) -> None:
-        async with self._receive:
-            while True:
-                first = None
-                with trio.move_on_after(self._lane.idle_seconds):
-                    try:
-                        first = await self._receive.receive()
-                    except trio.EndOfChannel:
-                        return
-                if first is None:
-                    if self._receive.statistics().current_buffer_used:
-                        continue
-                    # Idle: retire without a checkpoint, so no group can slip in unseen.
-                    self._lane._retire(self)
+        try:
+            await self._serve()
+        finally:
+            # Synchronous, so no group can be handed to a flusher that is going away.
+            self._lane._retire(self)
+            self._receive.close()
+
+    async def _serve(self) -> None:
+        while True:
+            first = None
+            with trio.move_on_after(self._lane.idle_seconds):
+                try:
+                    first = await self._receive.receive()
+                except trio.EndOfChannel:
                     return
-                pending = [first]
-                while True:
-                    try:
-                        pending.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                await self._flush(pending)
+            if first is None:
+                if self._receive.statistics().current_buffer_used:
+                    continue
+                # Idle: retire (in `run`) without a checkpoint, so no group slips in unseen.
+                return
+            pending = [first]
+            while True:
+                try:
+                    pending.append(self._receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            await self._flush(pending)
 
     async def _flush(self, pending: list[PackedGroup]) -> None:
         # Fuse consecutive groups packed under the same assumptions about the queue.

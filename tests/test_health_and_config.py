@@ -1,0 +1,113 @@
+"""GET /health, migrations, and configuration from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+import pytest
+import trio
+import trio_asyncio
+
+from queen_trio import sql
+from queen_trio.database import migrate
+from queen_trio.settings import ConfigError, Settings, database_url_from_env
+
+
+async def test_health_is_200_when_the_database_answers(client):
+    r = await client.get("/health")
+    assert r.status_code == 200
+    assert r.json()["status"] == "healthy"
+    assert r.json()["database"] == "connected"
+
+
+async def test_health_is_503_when_the_database_does_not(client, broker, admin_url):
+    name = broker.settings.database_url.rsplit("/", 1)[1]
+
+    async def cut(conn):
+        await conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = $1", name)
+
+    async def restore(conn):
+        await conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+
+    async def admin(work):
+        async def run():
+            conn = await asyncpg.connect(admin_url)
+            try:
+                await work(conn)
+            finally:
+                await conn.close()
+        await trio_asyncio.aio_as_trio(run)()
+
+    async with trio_asyncio.open_loop():
+        await admin(cut)
+        try:
+            r = await client.get("/health")
+            assert r.status_code == 503
+            assert r.json() == {**r.json(), "status": "unhealthy", "database": "disconnected"}
+            # A push during the outage is answered, not crashed: 503 with the cause per item.
+            r = await client.post("/api/v1/push", json={"items": [{"queue": "h", "payload": 1}]})
+            assert r.status_code == 503
+            assert "database connection unavailable" in r.json()[0]["error"]
+        finally:
+            await admin(restore)
+    with trio.fail_after(20):
+        while (await client.get("/health")).status_code != 200:
+            await trio.sleep(0.1)
+
+
+async def test_migrations_are_idempotent_and_safe_concurrently(admin_url):
+    name = "queen_migrate_race"
+    async with trio_asyncio.open_loop():
+        async def admin(statement):
+            async def run():
+                conn = await asyncpg.connect(admin_url)
+                try:
+                    await conn.execute(statement)
+                finally:
+                    await conn.close()
+            await trio_asyncio.aio_as_trio(run)()
+
+        await admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin(f"CREATE DATABASE {name}")
+        url = admin_url.rsplit("/", 1)[0] + "/" + name
+        results: list[list[str]] = []
+
+        async def one():
+            results.append(await migrate(url))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(one)
+        versions = [v for v, _ in sql.migrations()]
+        assert sorted(results, key=len)[-1] == versions
+        assert sum(len(r) for r in results) == len(versions)
+        assert await migrate(url) == []
+        await admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_configure_write_lists_columns_in_field_order():
+    from queen_trio import options
+
+    text = sql.query("configure_write")
+    positions = [text.index(f"{field} = ${i}") for i, field in enumerate(options.FIELDS, start=5)]
+    assert positions == sorted(positions)
+
+
+def test_database_url_from_env():
+    assert database_url_from_env({}) is None
+    assert database_url_from_env({"DATABASE_URL": "postgresql://x/y"}) == "postgresql://x/y"
+    assert database_url_from_env({"PG_HOST": "db", "PG_PASSWORD": "p@ss", "PG_DB": "queen"}) == (
+        "postgresql://postgres:p%40ss@db:5432/queen")
+
+
+def test_settings_from_env_and_errors():
+    s = Settings.from_env({"PORT": "7000", "QUEEN_V2_FUSION_HOLD_MS": "5", "DB_POOL_SIZE": "30",
+                           "QUEEN_DATA_DIR": "/tmp/q"})
+    assert (s.port, s.fusion_hold_ms, s.db_pool_size, s.data_dir) == (7000, 5.0, 30, Path("/tmp/q"))
+    with pytest.raises(ConfigError, match="PORT='abc'"):
+        Settings.from_env({"PORT": "abc"})
+    with pytest.raises(ConfigError, match="QUEEN_PUSH_SHARDS"):
+        Settings.from_env({"QUEEN_PUSH_SHARDS": "0"})

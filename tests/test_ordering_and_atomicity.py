@@ -1,0 +1,119 @@
+"""Per-partition order under concurrency, and the (queue, partition) commit boundary."""
+
+from __future__ import annotations
+
+import json
+
+import trio
+
+from tests.storage import stored_messages
+
+POISON_TRIGGER = """
+CREATE FUNCTION queen.test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT name FROM queen.partitions WHERE id = NEW.partition_id) = 'poison' THEN
+        RAISE EXCEPTION 'poisoned partition';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_poison BEFORE INSERT ON queen.segments
+    FOR EACH ROW EXECUTE FUNCTION queen.test_poison();
+"""
+
+
+async def test_per_partition_order_under_concurrent_producers(client, broker):
+    producers, per_producer = 8, 25
+
+    async def produce(p):
+        for seq in range(per_producer):
+            r = await client.post("/api/v1/push", json={"items": [
+                {"queue": "ord", "partition": "one", "payload": {"p": p, "seq": seq}}]})
+            assert r.status_code == 201
+
+    async with trio.open_nursery() as nursery:
+        for p in range(producers):
+            nursery.start_soon(produce, p)
+
+    stored = await stored_messages(broker.db, "ord", "one")
+    assert [m.offset for m in stored] == list(range(producers * per_producer))
+    times = [m.created_at for m in stored]
+    assert times == sorted(times), "created_at must be monotone in offset order"
+    for p in range(producers):
+        seqs = [json.loads(m.frame.payload)["seq"] for m in stored
+                if json.loads(m.frame.payload)["p"] == p]
+        assert seqs == list(range(per_producer))
+
+
+async def test_batch_keeps_request_order_within_a_partition(client, broker):
+    items = [{"queue": "ord", "partition": "b", "payload": n} for n in range(100)]
+    r = await client.post("/api/v1/push", json={"items": items})
+    assert r.status_code == 201
+    stored = await stored_messages(broker.db, "ord", "b")
+    assert [int(m.frame.payload) for m in stored] == list(range(100))
+    # UUIDv7 ids follow request order as well.
+    ids = [str(m.frame.message_id) for m in stored]
+    assert ids == sorted(ids)
+
+
+async def test_one_group_fails_and_the_others_commit(client, broker):
+    await broker.db.execute(POISON_TRIGGER)
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "atom", "partition": "good-1", "payload": 1},
+        {"queue": "atom", "partition": "poison", "payload": 2},
+        {"queue": "atom", "partition": "good-2", "payload": 3},
+        {"queue": "atom", "partition": "poison", "payload": 4},
+    ]})
+    assert r.status_code == 500
+    body = r.json()
+    assert [e["status"] for e in body] == ["queued", "failed", "queued", "failed"]
+    assert "poisoned partition" in body[1]["error"]
+    assert [int(m.frame.payload) for m in await stored_messages(broker.db, "atom", "good-1")] == [1]
+    assert [int(m.frame.payload) for m in await stored_messages(broker.db, "atom", "good-2")] == [3]
+    assert await stored_messages(broker.db, "atom", "poison") == []
+    # The failed group left its partition consistent: the next push takes offset 0.
+    await broker.db.execute("DROP TRIGGER test_poison ON queen.segments")
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "atom", "partition": "poison", "payload": 5}]})
+    assert r.status_code == 201
+    assert [m.offset for m in await stored_messages(broker.db, "atom", "poison")] == [0]
+
+
+async def test_failed_bundle_is_split_so_only_the_bad_group_fails(broker):
+    """Many requests bundled into one transaction: the poisoned one fails alone."""
+    from queen_trio.push import parse_push_body
+
+    await broker.db.execute(POISON_TRIGGER)
+    outcomes: dict[str, int] = {}
+
+    async def one(partition):
+        body = ('{"items":[{"queue":"split","partition":"%s","payload":1}]}' % partition).encode()
+        status, _ = await broker.publisher.push(parse_push_body(body), None)
+        outcomes[partition] = status
+
+    async with trio.open_nursery() as nursery:
+        for n in range(30):
+            nursery.start_soon(one, "poison" if n == 7 else f"p{n}")
+    assert outcomes.pop("poison") == 500
+    assert set(outcomes.values()) == {201}
+    assert await broker.db.fetchval("SELECT count(*) FROM queen.segments") == 29
+
+
+async def test_shard_splits_a_failed_bundle_back_into_its_segments(broker):
+    from queen_trio.lane import Segment, ShardCommitter, _Counters
+    from queen_trio.push import group_items, pack_group, parse_push_body
+
+    await broker.db.execute(POISON_TRIGGER)
+    segments = []
+    for partition in ("a", "poison", "b"):
+        body = ('{"items":[{"queue":"s","partition":"%s","payload":1}]}' % partition).encode()
+        (group,) = group_items(parse_push_body(body))
+        packed = pack_group(group, dedup=True, encryption_assumed=False, encrypt=None,
+                            producer_sub=None)
+        segments.append(Segment.fuse([packed]))
+    counters = _Counters()
+    shard = ShardCommitter(broker.db, counters, tick_seconds=1.0)
+    await shard._commit(segments)
+    assert [seg.outcome for seg in segments] == ["queued", "failed", "queued"]
+    assert counters.bundle_splits == 1
+    assert counters.failed_segments == 1
+    assert await broker.db.fetchval("SELECT count(*) FROM queen.segments") == 2
