@@ -143,8 +143,8 @@ class Database:
 
         return await self.call(run)
 
-    async def ping(self, timeout: float = 2.0) -> bool:
-        with trio.move_on_after(timeout):
+    async def ping(self, within: float = 2.0) -> bool:
+        with trio.move_on_after(within):
             try:
                 return await self.fetchval("SELECT 1") == 1
             except Exception:
@@ -161,7 +161,8 @@ async def _apply_migrations(conn: asyncpg.Connection) -> list[str]:
             "CREATE TABLE IF NOT EXISTS queen.schema_migrations ("
             " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM queen.schema_migrations")}
+        rows = await conn.fetch("SELECT version FROM queen.schema_migrations")
+        done = {r["version"] for r in rows}
         for version, text in sql.migrations():
             if version in done:
                 continue

@@ -93,12 +93,11 @@ class EmbeddedPostgres:
         cmd = [str(self.bin_dir / tool), *args]
         # Drop root's groups too: a root group would select the (closed) group bits of
         # root-owned parents instead of their "other" bits.
-        identity: dict[str, object] = {}
-        if self._run_as is not None:
-            identity = {"user": self._run_as, "group": self._run_as, "extra_groups": []}
+        as_user = self._run_as
         try:
             done = subprocess.run(
-                cmd, check=True, capture_output=True, text=True, timeout=120, **identity
+                cmd, check=True, capture_output=True, text=True, timeout=120,
+                user=as_user, group=as_user, extra_groups=[] if as_user else None,
             )
         except subprocess.CalledProcessError as e:
             raise EmbeddedPostgresError(
@@ -175,8 +174,8 @@ class EmbeddedPostgres:
             # Durability stays on: fsync, synchronous_commit and full_page_writes keep defaults.
         ])
         self._run(
-            "pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-l", str(self.pgdata / "server.log"),
-            "-o", options, "start",
+            "pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60",
+            "-l", str(self.pgdata / "server.log"), "-o", options, "start",
         )
         self._started_here = True
         return self.url()

@@ -59,7 +59,7 @@ class Segment:
                   first.dedup, groups)
         seen: dict[str, PushItem] = {}
         for packed in groups:
-            for item, frame in zip(packed.writers, packed.frames):
+            for item, frame in zip(packed.writers, packed.frames, strict=True):
                 item.winner, item.status, item.error, item.original_id = None, "pending", None, None
                 if seg.dedup:
                     earlier = seen.get(item.transaction_id)

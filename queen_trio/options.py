@@ -86,10 +86,10 @@ converter.register_structure_hook(int, _strict_int)
 converter.register_structure_hook(bool, _strict_bool)
 _renames = {name: override(rename=_wire_name(name)) for name in FIELDS}
 converter.register_structure_hook(
-    QueueOptions, make_dict_structure_fn(QueueOptions, converter, **_renames)
+    QueueOptions, make_dict_structure_fn(QueueOptions, converter, **_renames)  # type: ignore[arg-type]
 )
 converter.register_unstructure_hook(
-    QueueOptions, make_dict_unstructure_fn(QueueOptions, converter, **_renames)
+    QueueOptions, make_dict_unstructure_fn(QueueOptions, converter, **_renames)  # type: ignore[arg-type]
 )
 
 

@@ -14,7 +14,8 @@ class ConfigError(Exception):
 
 
 def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share")
     return Path(base) / "queen-trio"
 
 

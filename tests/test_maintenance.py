@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import trio
+import trio.lowlevel
 
 from queen_trio.maintenance import RECLAIM_LOCK_KEY, reclaim_partitions
 from tests.storage import stored_messages
@@ -57,7 +58,7 @@ async def test_push_racing_the_reclaim_keeps_or_recreates_its_partition(client, 
     async def reclaim_loop():
         for _ in range(20):
             await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1))
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
 
     async def push_loop():
         for n in range(20):

@@ -55,8 +55,9 @@ async def test_bad_push_body_is_400_and_stores_nothing(client, broker, body, mes
 
 
 async def test_body_over_the_limit_is_413(database_url):
-    from queen_trio.broker import open_broker
     import httpx
+
+    from queen_trio.broker import open_broker
     from queen_trio.routes import create_app
 
     settings = make_settings(database_url, max_body_bytes=2048)
