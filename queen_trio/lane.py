@@ -33,6 +33,16 @@ log = logging.getLogger("queen_trio.lane")
 PUSH_BUNDLE_SQL = "SELECT * FROM queen.push_bundle($1, $2, $3, $4, $5, $6, $7, $8)"
 
 
+def _drain(receive: trio.MemoryReceiveChannel[Any]) -> list[Any]:
+    """Everything already waiting in a channel, without blocking."""
+    ready = []
+    while True:
+        try:
+            ready.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            return ready
+
+
 class LaneClosed(Exception):
     """The broker is shutting down and takes no new pushes."""
 
@@ -163,21 +173,17 @@ class ShardCommitter:
     async def run(self) -> None:
         async with self._receive:
             while True:
-                first = None
-                # The backstop tick: a periodic re-check, never a reason to wait for more.
-                with trio.move_on_after(self._tick):
-                    try:
-                        first = await self._receive.receive()
-                    except trio.EndOfChannel:
-                        return
-                if first is None:
-                    continue
-                bundle = [first]
-                while True:
-                    try:
-                        bundle.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                bundle = _drain(self._receive)
+                if not bundle:
+                    # The backstop tick: a periodic re-check, never a reason to wait for more.
+                    with trio.move_on_after(self._tick):
+                        try:
+                            bundle = [await self._receive.receive()]
+                        except trio.EndOfChannel:
+                            return
+                    if not bundle:
+                        continue
+                    bundle.extend(_drain(self._receive))
                 # A started flush is never cancelled: it lands or fails whole.
                 with trio.CancelScope(shield=True):
                     await self._commit(bundle)
@@ -230,23 +236,20 @@ class PartitionFlusher:
 
     async def _serve(self) -> None:
         while True:
-            first = None
-            with trio.move_on_after(self._lane.idle_seconds):
-                try:
-                    first = await self._receive.receive()
-                except trio.EndOfChannel:
+            # Whatever arrived during the last flush goes out now, fused.
+            pending = _drain(self._receive)
+            if not pending:
+                with trio.move_on_after(self._lane.idle_seconds):
+                    try:
+                        pending = [await self._receive.receive()]
+                    except trio.EndOfChannel:
+                        return
+                if not pending:
+                    if self._receive.statistics().current_buffer_used:
+                        continue
+                    # Idle: retire (in `run`) without a checkpoint, so no group slips in unseen.
                     return
-            if first is None:
-                if self._receive.statistics().current_buffer_used:
-                    continue
-                # Idle: retire (in `run`) without a checkpoint, so no group slips in unseen.
-                return
-            pending = [first]
-            while True:
-                try:
-                    pending.append(self._receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+                pending.extend(_drain(self._receive))
             await self._flush(pending)
 
     async def _flush(self, pending: list[PackedGroup]) -> None:

@@ -11,8 +11,13 @@ WITH candidates AS (
      LIMIT $3
        FOR UPDATE OF p SKIP LOCKED
 )
-DELETE FROM queen.partitions p
- USING candidates c
- WHERE p.id = c.id
-   AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
-RETURNING p.id
+, reclaimed AS (
+    DELETE FROM queen.partitions p
+     USING candidates c
+     WHERE p.id = c.id
+       AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
+    RETURNING p.id
+), index_rows AS (
+    DELETE FROM queen.transaction_index t USING reclaimed r WHERE t.partition_id = r.id
+)
+SELECT id FROM reclaimed

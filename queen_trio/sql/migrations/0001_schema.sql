@@ -60,9 +60,11 @@ CREATE INDEX segments_created_at ON queen.segments (created_at);
 
 -- (partition, transaction id) -> offset: the dedup probe, and lookups by transaction id.
 -- Exact match on the text, never a hash alone. Not unique: with dedupWindowSeconds 0 a
--- transaction id may repeat.
+-- transaction id may repeat. No foreign key: a per-row RI check would cost every message a
+-- lookup of its partition, whose row push_bundle already holds locked; whoever deletes a
+-- partition deletes its index rows (reclaim_partitions.sql).
 CREATE TABLE queen.transaction_index (
-    partition_id   uuid NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    partition_id   uuid NOT NULL,
     transaction_id text NOT NULL,
     message_offset bigint NOT NULL,
     created_at     timestamptz NOT NULL,
