@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from .consume import Consumer
 from .database import Database, open_database
 from .encryption import PayloadCipher
 from .lane import PushLane
@@ -20,6 +21,7 @@ from .maintenance import PartitionReclaimer
 from .publisher import Publisher
 from .queues import QueueDirectory
 from .settings import Settings
+from .wakeups import NotifyListener, WakeRegistry
 
 log = logging.getLogger("queen_trio.broker")
 
@@ -33,6 +35,9 @@ class Broker:
     cipher: PayloadCipher
     publisher: Publisher
     reclaimer: PartitionReclaimer
+    wakeups: WakeRegistry
+    listener: NotifyListener
+    consumer: Consumer
 
 
 @asynccontextmanager
@@ -45,21 +50,27 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
         connect_timeout_ms=settings.db_connection_timeout_ms,
     ) as db:
         cipher = PayloadCipher(settings.encryption_key)
+        wakeups = WakeRegistry()
         lane = PushLane(db, shards=settings.push_shards,
                         tick_seconds=settings.fusion_hold_ms / 1000,
-                        idle_seconds=settings.flush_idle_seconds)
+                        idle_seconds=settings.flush_idle_seconds,
+                        on_commit=wakeups.notify)
         directory = QueueDirectory(db)
         reclaimer = PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                        interval=settings.partition_cleanup_interval_seconds)
+        listener = NotifyListener(wakeups, database_url)
         broker = Broker(settings, db, lane, directory, cipher,
-                        Publisher(lane, directory, cipher), reclaimer)
+                        Publisher(lane, directory, cipher), reclaimer, wakeups, listener,
+                        Consumer(db, cipher, wakeups, settings))
         async with trio.open_nursery() as nursery:
             await nursery.start(lane.run)
             async with trio.open_nursery() as services:
                 await services.start(reclaimer.run)
+                await services.start(listener.run)
                 try:
                     yield broker
                 finally:
+                    # Flush every accepted group first, then stop the services.
+                    lane.close()
+                    await lane.wait_closed()
                     services.cancel_scope.cancel()
-            # Flush every accepted group before the pool closes.
-            lane.close()

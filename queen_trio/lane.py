@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import asyncpg
@@ -158,9 +158,11 @@ class _Counters:
 class ShardCommitter:
     """Bundles the ready segments of its shard into one transaction; one bundle in flight."""
 
-    def __init__(self, db: Database, counters: _Counters, tick_seconds: float) -> None:
+    def __init__(self, db: Database, counters: _Counters, tick_seconds: float,
+                 on_commit: Callable[[str], None] = lambda queue: None) -> None:
         self._db = db
         self._counters = counters
+        self._on_commit = on_commit
         self._tick = tick_seconds
         self._send, self._receive = trio.open_memory_channel[Segment](math.inf)
 
@@ -215,6 +217,8 @@ class ShardCommitter:
         self._counters.bundles += 1
         self._counters.segments += len(bundle)
         _apply_bundle_rows(bundle, rows)
+        for queue in {seg.queue for seg in bundle if seg.outcome == "queued"}:
+            self._on_commit(queue)
 
 
 class PartitionFlusher:
@@ -289,13 +293,16 @@ class PartitionFlusher:
 
 class PushLane:
     def __init__(self, db: Database, *, shards: int, tick_seconds: float,
-                 idle_seconds: float) -> None:
+                 idle_seconds: float,
+                 on_commit: Callable[[str], None] = lambda queue: None) -> None:
         self._counters = _Counters()
-        self._shards = [ShardCommitter(db, self._counters, tick_seconds) for _ in range(shards)]
+        self._shards = [ShardCommitter(db, self._counters, tick_seconds, on_commit)
+                        for _ in range(shards)]
         self.idle_seconds = idle_seconds
         self._flushers: dict[tuple[str, str], PartitionFlusher] = {}
         self._nursery: trio.Nursery | None = None
         self._closing = trio.Event()
+        self._closed = trio.Event()
 
     def statistics(self) -> LaneStatistics:
         c = self._counters
@@ -319,12 +326,16 @@ class PushLane:
                         flusher.send.close()
             finally:
                 self._nursery = None
+                self._closed.set()
                 for shard in self._shards:
                     shard.close()
 
     def close(self) -> None:
         """Stop taking pushes; `run` returns once every accepted group is flushed."""
         self._closing.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
 
     def submit(self, packed: PackedGroup) -> None:
         """Hand a group to its partition's flusher; wait on `packed.done` for the outcome."""

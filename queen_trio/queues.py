@@ -142,3 +142,19 @@ async def configure(db: Database, request: ConfigureRequest) -> dict[str, Any]:
         }
 
     return await db.in_transaction(run)
+
+
+async def delete_queue(db: Database, name: str) -> dict[str, Any]:
+    """Remove the queue and everything of it: partitions, messages, groups, dead letters."""
+
+    async def run(conn: asyncpg.Connection) -> dict[str, Any]:
+        partitions = [r["id"] for r in await conn.fetch(sql.query("delete_queue"), name)]
+        await conn.execute(
+            "SELECT 1 FROM queen.consumer_state WHERE partition_id = ANY($1::uuid[]) "
+            "ORDER BY partition_id FOR UPDATE", partitions)
+        await conn.execute(
+            "DELETE FROM queen.transaction_index WHERE partition_id = ANY($1::uuid[])", partitions)
+        deleted = await conn.execute("DELETE FROM queen.queues WHERE name = $1", name)
+        return {"deleted": True, "queue": name, "existed": deleted != "DELETE 0"}
+
+    return await db.in_transaction(run)

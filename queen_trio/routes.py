@@ -5,9 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .http import App, Request, Response, Router, error_response, json_response
+from .http import (
+    CORS_HEADERS,
+    App,
+    Request,
+    Response,
+    Router,
+    error_response,
+    json_response,
+)
+from . import acks
+from .consume import parse_pop
+from .dlq import read_dead_letters
 from .push import parse_push_body
-from .queues import QueueFacts, configure, parse_configure
+from .queues import QueueFacts, configure, delete_queue, parse_configure
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -15,15 +26,7 @@ if TYPE_CHECKING:
 # Routes of the reference contract that this broker does not serve yet: they answer 501 with
 # an error body (docs/api.md lists them), never a silent 404 or a fake success.
 NOT_BUILT = [
-    ("GET", "/api/v1/pop/queue/:queue"),
-    ("GET", "/api/v1/pop/queue/:queue/partition/:partition"),
-    ("GET", "/api/v1/pop"),
-    ("POST", "/api/v1/ack"),
-    ("POST", "/api/v1/ack/batch"),
     ("POST", "/api/v1/transaction"),
-    ("POST", "/api/v1/lease/:leaseId/extend"),
-    ("GET", "/api/v1/dlq"),
-    ("DELETE", "/api/v1/resources/queues/:queue"),
     ("POST", "/api/v1/traces"),
     ("GET", "/api/v1/traces/:partitionId/:transactionId"),
     ("GET", "/api/v1/traces/by-name/:traceName"),
@@ -58,7 +61,46 @@ def create_app(broker: Broker) -> App:
             "version": __version__,
         })
 
+    async def pop(request: Request) -> Response:
+        req = parse_pop(request.query, broker.settings, queue=request.params.get("queue"),
+                        partition=request.params.get("partition"))
+        reply = await broker.consumer.pop(req)
+        if reply is None:
+            return Response(204, b"", list(CORS_HEADERS))
+        return json_response(200, reply)
+
+    async def ack_one(request: Request) -> Response:
+        group, ack = acks.parse_single_ack(request.json())
+        return json_response(200, await acks.settle(broker.db, broker.wakeups, group, [ack]))
+
+    async def ack_batch(request: Request) -> Response:
+        group, items = acks.parse_ack_batch(request.json())
+        return json_response(200, await acks.settle(broker.db, broker.wakeups, group, items))
+
+    async def extend_lease(request: Request) -> Response:
+        lease_id = acks.parse_uuid(request.params["leaseId"], "leaseId")
+        seconds = acks.parse_extend(request.json())
+        return json_response(200, await acks.extend_lease(broker.db, lease_id, seconds))
+
+    async def dead_letters(request: Request) -> Response:
+        return json_response(200, await read_dead_letters(broker.db, broker.cipher,
+                                                          request.query))
+
+    async def remove_queue(request: Request) -> Response:
+        name = request.params["queue"]
+        reply = await delete_queue(broker.db, name)
+        broker.directory.forget(name)
+        return json_response(200, reply)
+
     router.add("POST", "/api/v1/push", push)
+    router.add("GET", "/api/v1/pop/queue/:queue", pop)
+    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop)
+    router.add("GET", "/api/v1/pop", pop)
+    router.add("POST", "/api/v1/ack", ack_one)
+    router.add("POST", "/api/v1/ack/batch", ack_batch)
+    router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease)
+    router.add("GET", "/api/v1/dlq", dead_letters)
+    router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue)
     router.add("POST", "/api/v1/configure", configure_queue)
     router.add("GET", "/health", health)
     for method, template in NOT_BUILT:

@@ -39,6 +39,14 @@ class Settings:
     partition_cleanup_days: int = 30
     partition_cleanup_interval_seconds: float = 3600.0
     graceful_timeout_seconds: float = 10.0
+    # Pops.
+    default_batch_size: int = 1
+    default_timeout_ms: int = 30_000
+    default_subscription_mode: str = "all"
+    pop_wait_initial_interval_ms: int = 100
+    pop_wait_backoff_threshold: int = 3
+    pop_wait_backoff_multiplier: float = 2.0
+    pop_wait_max_interval_ms: int = 1000
     log_level: str = "warning"
 
     @classmethod
@@ -68,6 +76,13 @@ class Settings:
         take("QUEEN_ENCRYPTION_KEY", "encryption_key")
         take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
         take("LOG_LEVEL", "log_level")
+        take("DEFAULT_BATCH_SIZE", "default_batch_size", int)
+        take("DEFAULT_TIMEOUT", "default_timeout_ms", int)
+        take("DEFAULT_SUBSCRIPTION_MODE", "default_subscription_mode")
+        take("POP_WAIT_INITIAL_INTERVAL_MS", "pop_wait_initial_interval_ms", int)
+        take("POP_WAIT_BACKOFF_THRESHOLD", "pop_wait_backoff_threshold", int)
+        take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
+        take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
         values["database_url"] = database_url_from_env(env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
@@ -83,6 +98,14 @@ class Settings:
             raise ConfigError("QUEEN_PUSH_SHARDS must be at least 1 and below DB_POOL_SIZE")
         if self.fusion_hold_ms <= 0:
             raise ConfigError("QUEEN_V2_FUSION_HOLD_MS must be positive")
+        if self.default_batch_size < 1 or self.default_timeout_ms < 0:
+            raise ConfigError("DEFAULT_BATCH_SIZE must be >= 1 and DEFAULT_TIMEOUT >= 0")
+        if self.default_subscription_mode not in ("", "all", "from_beginning", "new",
+                                                  "new-only", "now"):
+            raise ConfigError(f"DEFAULT_SUBSCRIPTION_MODE={self.default_subscription_mode!r} "
+                              "is not one of all, new")
+        if self.pop_wait_initial_interval_ms < 1 or self.pop_wait_max_interval_ms < 1:
+            raise ConfigError("POP_WAIT_*_INTERVAL_MS must be positive")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
 

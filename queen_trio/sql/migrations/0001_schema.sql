@@ -56,7 +56,9 @@ CREATE TABLE queen.segments (
     frames        bytea NOT NULL,
     PRIMARY KEY (partition_id, first_offset)
 );
-CREATE INDEX segments_created_at ON queen.segments (created_at);
+-- Commit times are monotone per partition: a subscription start or a retention cut finds its
+-- first segment by time.
+CREATE INDEX segments_partition_time ON queen.segments (partition_id, created_at);
 
 -- (partition, transaction id) -> offset: the dedup probe, and lookups by transaction id.
 -- Exact match on the text, never a hash alone. Not unique: with dedupWindowSeconds 0 a

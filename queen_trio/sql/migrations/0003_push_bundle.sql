@@ -15,6 +15,11 @@
 -- Rows returned: one 'queued' or 'stale' row per segment (item_no NULL), and one 'duplicate'
 -- row per item found in the index, with the original's offset and the stored segment holding
 -- it (NULL frames when retention removed it).
+--
+-- For consumers, per written segment: the state rows of every group on the partition are
+-- locked (in partition id order, like the partition rows) and a caught-up group's head_at is
+-- set, so the claim index sees the new messages; a NOTIFY on 'queen_push' (payload: the queue
+-- name) tells other brokers' long polls at commit.
 CREATE FUNCTION queen.push_bundle(
     p_queues    text[],
     p_partitions text[],
@@ -53,6 +58,9 @@ DECLARE
     frame_at   integer;
     kept_count integer;
     hit        record;
+    created_ids uuid[];
+    seg_order  integer[];
+    new_next   bigint;
 BEGIN
     FOR s IN 1 .. n_segments LOOP
         seg_start[s] := cursor_at;
@@ -69,13 +77,30 @@ BEGIN
          WHERE NOT EXISTS (SELECT 1 FROM queen.queues x WHERE x.name = u.qname)
         ON CONFLICT (name) DO NOTHING;
 
-        INSERT INTO queen.partitions (queue_id, name)
-        SELECT qq.id, u.pname
-          FROM unnest(p_queues, p_partitions) AS u(qname, pname)
-          JOIN queen.queues qq ON qq.name = u.qname
-         WHERE NOT EXISTS (
-               SELECT 1 FROM queen.partitions x WHERE x.queue_id = qq.id AND x.name = u.pname)
-        ON CONFLICT (queue_id, name) DO NOTHING;
+        WITH created AS (
+            INSERT INTO queen.partitions (queue_id, name)
+            SELECT qq.id, u.pname
+              FROM unnest(p_queues, p_partitions) AS u(qname, pname)
+              JOIN queen.queues qq ON qq.name = u.qname
+             WHERE NOT EXISTS (
+                   SELECT 1 FROM queen.partitions x WHERE x.queue_id = qq.id AND x.name = u.pname)
+            ON CONFLICT (queue_id, name) DO NOTHING
+            RETURNING id
+        )
+        SELECT array_agg(id) INTO created_ids FROM created;
+
+        IF created_ids IS NOT NULL THEN
+            -- A new partition joins every group already subscribed to its queue. This runs as
+            -- its own statement, after the partition insert waited for any join_group holding
+            -- the queue row, so it sees that group's subscription.
+            INSERT INTO queen.consumer_state
+                   (partition_id, consumer_group, queue_id, start_at, cursor_offset)
+            SELECT c.id, sub.consumer_group, c.queue_id, sub.start_at, 0
+              FROM queen.partitions c
+              JOIN queen.subscriptions sub ON sub.queue_id = c.queue_id
+             WHERE c.id = ANY (created_ids)
+            ON CONFLICT DO NOTHING;
+        END IF;
 
         PERFORM 1
            FROM queen.partitions pp
@@ -100,7 +125,12 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR s IN 1 .. n_segments LOOP
+    -- Segments in partition id order: consumer state rows are locked in the same order as
+    -- partition rows, by every transaction that locks several.
+    SELECT array_agg(u.ord::integer ORDER BY u.id) INTO seg_order
+      FROM unnest(seg_ids) WITH ORDINALITY AS u(id, ord);
+
+    FOREACH s IN ARRAY seg_order LOOP
         SELECT qq.encryption_enabled, qq.dedup_window_seconds
           INTO q
           FROM queen.queues qq WHERE qq.name = p_queues[s];
@@ -187,6 +217,18 @@ BEGIN
                    last_commit_at = commit_at,
                    last_write_at = commit_at
              WHERE id = seg_ids[s];
+
+            new_next := part.next_offset + kept_count;
+            PERFORM 1 FROM queen.consumer_state cs WHERE cs.partition_id = seg_ids[s] FOR UPDATE;
+            -- A caught-up group now has something pending; a group whose subscription starts
+            -- after this commit skips it.
+            UPDATE queen.consumer_state cs
+               SET head_at = CASE WHEN cs.start_at IS NULL OR commit_at >= cs.start_at
+                                  THEN commit_at END,
+                   cursor_offset = CASE WHEN cs.start_at IS NULL OR commit_at >= cs.start_at
+                                        THEN cs.cursor_offset ELSE new_next END
+             WHERE cs.partition_id = seg_ids[s] AND cs.head_at IS NULL;
+            PERFORM pg_notify('queen_push', p_queues[s]);
         END IF;
 
         segment_no := s; item_no := NULL; outcome := 'queued'; partition_id := seg_ids[s];

@@ -1,0 +1,86 @@
+"""Wake-ups for long polls: commits on this broker wake waiters at once; other brokers' commits
+arrive through PostgreSQL LISTEN/NOTIFY (channel 'queen_push', payload: the queue name).
+
+A notification is only a hint. Waiters re-check on a bounded backoff as well, so a lost one
+costs latency, never a message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import asyncpg
+import trio
+import trio_asyncio
+
+log = logging.getLogger("queen_trio.wakeups")
+
+CHANNEL = "queen_push"
+
+
+class WakeRegistry:
+    """One event per queue (and one for any queue); `notify` sets it and arms a fresh one."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, trio.Event] = {}
+        self._any = trio.Event()
+        self.notifications = 0
+
+    def event(self, queue: str | None) -> trio.Event:
+        """The event a waiter should capture before it looks (None: any queue)."""
+        if queue is None:
+            return self._any
+        event = self._events.get(queue)
+        if event is None:
+            event = self._events[queue] = trio.Event()
+        return event
+
+    def notify(self, queue: str) -> None:
+        self.notifications += 1
+        event = self._events.pop(queue, None)
+        if event is not None:
+            event.set()
+        self._any.set()
+        self._any = trio.Event()
+
+
+class NotifyListener:
+    """Holds one LISTEN connection and feeds notifications into the registry; reconnects."""
+
+    def __init__(self, registry: WakeRegistry, url: str, *, retry_seconds: float = 1.0) -> None:
+        self._registry = registry
+        self._url = url
+        self._retry = retry_seconds
+        self.connected = False
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        # Runs as an asyncio callback on trio-asyncio's loop, in trio's thread.
+        self._registry.notify(payload)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        while True:
+            conn = None
+            try:
+                conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(self._url)
+                await trio_asyncio.aio_as_trio(conn.add_listener)(CHANNEL, self._on_notify)
+                self.connected = True
+                if not started:
+                    task_status.started()
+                    started = True
+                while not conn.is_closed():
+                    await trio.sleep(self._retry)
+            except Exception as exc:
+                log.warning("LISTEN connection lost; long polls rely on re-checks meanwhile",
+                            extra={"error": str(exc)})
+                if not started:
+                    # Boot does not wait for it: the backoff re-checks cover the gap.
+                    task_status.started()
+                    started = True
+            finally:
+                self.connected = False
+                if conn is not None and not conn.is_closed():
+                    with trio.CancelScope(shield=True):
+                        conn.terminate()
+            await trio.sleep(self._retry)
