@@ -15,7 +15,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import RssSampler, broker, database, empty_app, log, wrk, write_results
+from common import RssSampler, broker, database, empty_app, log, write_results, wrk
 
 PAYLOAD = {"orderId": 8891, "customer": "customer-42", "total": 42.5,
            "lines": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}]}

@@ -9,7 +9,6 @@ from typing import Any
 
 import attrs
 import msgspec
-
 import trio
 
 from . import frames as framing
@@ -174,6 +173,7 @@ class Consumer:
 
     def _backoff_seconds(self, empty_checks: int) -> float:
         s = self._settings
+        ms: float
         if empty_checks <= s.pop_wait_backoff_threshold:
             ms = s.pop_wait_initial_interval_ms
         else:

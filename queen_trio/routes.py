@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import __version__
+from . import __version__, acks
+from .consume import parse_pop
+from .dlq import read_dead_letters
 from .http import (
     CORS_HEADERS,
     App,
@@ -14,9 +16,6 @@ from .http import (
     error_response,
     json_response,
 )
-from . import acks
-from .consume import parse_pop
-from .dlq import read_dead_letters
 from .push import parse_push_body
 from .queues import QueueFacts, configure, delete_queue, parse_configure
 

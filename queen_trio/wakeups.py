@@ -62,15 +62,17 @@ class NotifyListener:
         started = False
         while True:
             conn = None
+            lost = trio.Event()
             try:
-                conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(self._url)
+                conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(
+                    self._url, server_settings={"application_name": "queen-trio-listen"})
+                conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await trio_asyncio.aio_as_trio(conn.add_listener)(CHANNEL, self._on_notify)
                 self.connected = True
                 if not started:
                     task_status.started()
                     started = True
-                while not conn.is_closed():
-                    await trio.sleep(self._retry)
+                await lost.wait()
             except Exception as exc:
                 log.warning("LISTEN connection lost; long polls rely on re-checks meanwhile",
                             extra={"error": str(exc)})
@@ -81,6 +83,5 @@ class NotifyListener:
             finally:
                 self.connected = False
                 if conn is not None and not conn.is_closed():
-                    with trio.CancelScope(shield=True):
-                        conn.terminate()
+                    conn.terminate()
             await trio.sleep(self._retry)

@@ -45,3 +45,22 @@ async def test_official_client_configures_and_pushes(http_url, broker):
     assert await broker.db.fetchval(
         "SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id "
         "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'client.buffered'") == 1
+
+
+async def test_official_client_consumes_acks_renews_and_reads_the_dlq(http_url):
+    r = await run_client("consume_flow.py", http_url)
+    assert r["pop_one"] == [{"n": 0}]
+    assert r["ack_true"]["success"] is True
+    assert r["nack"]["success"] is True
+    assert r["after_nack"] == [{"n": 1}, {"n": 2}], "a nack redelivers the message"
+    assert r["renew"]["success"] is True and r["renew"]["newExpiresAt"]
+    assert r["ack_list"]["success"] is True
+    assert r["consume_single"] == [0, 1, 2, 3]
+    assert [n for batch in r["consume_batches"] for n in batch] == list(range(25))
+    assert max(len(b) for b in r["consume_batches"]) == 10
+    assert r["group_g1"] == [0, 1, 2] and r["group_g2"] == [0, 1, 2]
+    assert r["late_before"] == [] and r["late_after"] == ["fresh"]
+    assert r["dlq"]["total"] == 1 and r["dlq"]["data"] == ["bad"]
+    assert r["dlq"]["errors"] == ["cannot handle"]
+    assert r["partition_pop"] == [["p1", "one"]]
+    assert r["deleted"]["deleted"] is True

@@ -124,3 +124,44 @@ async def test_two_brokers_on_one_database_keep_dedup_exact_and_offsets_gap_free
         assert times == sorted(times)
         total += len(stored)
     assert total == 40
+
+
+async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
+    """The waiting broker's own re-checks are 20 s apart: only the NOTIFY can wake it."""
+    from queen_trio.broker import open_broker
+    from queen_trio.routes import create_app
+    from tests.conftest import make_settings
+
+    settings = make_settings(database_url, pop_wait_initial_interval_ms=20_000,
+                             pop_wait_max_interval_ms=20_000)
+    async with open_broker(settings, database_url) as waiting:
+        while not waiting.listener.connected:
+            await trio.sleep(0.01)
+        transport = httpx.ASGITransport(app=create_app(waiting))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60) as local:
+            # The queue exists and the waiter is parked on it.
+            r = await local.post("/api/v1/configure", json={"queue": "cross"})
+            assert r.status_code == 200
+            result = {}
+
+            async def waiter():
+                r = await local.get("/api/v1/pop/queue/cross",
+                                    params={"wait": "true", "timeout": "30000"})
+                result["reply"] = r
+
+            async with broker_process({"DATABASE_URL": database_url}) as (url, _):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(waiter)
+                    await trio.sleep(0.5)
+                    assert "reply" not in result
+                    before = waiting.wakeups.notifications
+                    async with httpx.AsyncClient(base_url=url) as remote:
+                        r = await remote.post("/api/v1/push", json={"items": [
+                            {"queue": "cross", "payload": "from-the-other-broker"}]})
+                        assert r.status_code == 201
+                    with trio.fail_after(15):
+                        while "reply" not in result:
+                            await trio.sleep(0.01)
+            assert waiting.wakeups.notifications > before
+            assert result["reply"].status_code == 200
+            assert result["reply"].json()["messages"][0]["data"] == "from-the-other-broker"

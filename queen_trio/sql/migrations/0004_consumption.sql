@@ -371,6 +371,9 @@ BEGIN
                 error := 'Message already settled for this consumer group';
             ELSIF it.off >= st.delivered_until THEN
                 error := 'Message was not delivered under the current lease';
+            ELSIF stopped AND it.status IN ('failed', 'retry') THEN
+                -- Part of the same nack: the delivery is already released for redelivery.
+                success := true; lease_released := true;
             ELSIF stopped THEN
                 error := 'Not applied: an earlier message of this partition was not settled in this call';
             ELSIF it.status IN ('completed', 'success') THEN
