@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import re
 from typing import Any
 
@@ -257,8 +256,8 @@ class Consumer:
                 seen.add(pid)
                 claimed.append(_Claimed(queue, pid, row["partition_name"]))
             created = format_created_at(row["created_at"])
-            chosen = itertools.islice(framing.unpack(row["frames"]), row["skip_frames"],
-                                      row["skip_frames"] + row["take_frames"])
+            chosen = framing.unpack_slice(row["frames"], row["skip_frames"],
+                                          row["take_frames"])
             for frame in chosen:
                 payload = self._cipher.decrypt(frame.payload) if frame.encrypted else frame.payload
                 message: dict[str, Any] = {

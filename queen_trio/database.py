@@ -190,6 +190,10 @@ async def migrate(url: str) -> list[str]:
     return await trio_asyncio.aio_as_trio(run)()
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    return None
+
+
 @asynccontextmanager
 async def open_database(
     url: str,
@@ -212,6 +216,11 @@ async def open_database(
                 url,
                 min_size=min(2, pool_size),
                 max_size=pool_size,
+                # The broker never leaves session state behind (no SET, no session locks, no
+                # LISTEN on pool connections; transactions are always closed), so the default
+                # reset query would only cost a round trip per checkout. asyncpg still rolls
+                # back a transaction left open.
+                reset=_keep_session,
                 timeout=connect_timeout_ms / 1000,
                 command_timeout=None,
                 server_settings={

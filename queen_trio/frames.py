@@ -45,10 +45,10 @@ def pack(
     return b"".join((head, trace_id or b"", transaction_id, producer_sub, payload))
 
 
-def unpack(frames: bytes) -> Iterator[Frame]:
+def unpack(frames: bytes | memoryview) -> Iterator[Frame]:
     """Every frame of a packed segment, in offset order."""
     view = memoryview(frames)
-    at, end = 0, len(frames)
+    at, end = 0, len(view)
     size = HEADER.size
     while at < end:
         mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(view, at)
@@ -73,8 +73,20 @@ def unpack(frames: bytes) -> Iterator[Frame]:
         )
 
 
+def unpack_slice(frames: bytes, start: int, count: int) -> Iterator[Frame]:
+    """Frames start .. start+count-1: the skipped ones are stepped over by their header only."""
+    at, size = 0, HEADER.size
+    for _ in range(start):
+        _mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(frames, at)
+        at += size + (16 if flags & FLAG_TRACE else 0) + tx_len + sub_len + payload_len
+    view = memoryview(frames)[at:]
+    for i, frame in enumerate(unpack(view)):  # type: ignore[arg-type]
+        if i >= count:
+            return
+        yield frame
+
+
 def frame_at(frames: bytes, index: int) -> Frame:
-    for i, frame in enumerate(unpack(frames)):
-        if i == index:
-            return frame
+    for frame in unpack_slice(frames, index, 1):
+        return frame
     raise IndexError(f"segment has no frame {index}")

@@ -173,16 +173,19 @@ class ShardCommitter:
         self._send.close()
 
     async def run(self) -> None:
+        ticking = False
         async with self._receive:
             while True:
                 bundle = _drain(self._receive)
                 if not bundle:
-                    # The backstop tick: a periodic re-check, never a reason to wait for more.
-                    with trio.move_on_after(self._tick):
+                    # The backstop tick: a periodic re-check after activity, never a reason
+                    # to wait for more. An idle shard (a tick found nothing) just blocks.
+                    with trio.move_on_after(self._tick if ticking else math.inf):
                         try:
                             bundle = [await self._receive.receive()]
                         except trio.EndOfChannel:
                             return
+                    ticking = bool(bundle)
                     if not bundle:
                         continue
                     bundle.extend(_drain(self._receive))

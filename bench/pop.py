@@ -1,0 +1,196 @@
+"""Consumption benchmarks.
+
+    python bench/pop.py [--seconds 10] [--only autoack,popack,wildcard,latency]
+
+1. autoAck pop throughput at batch 1/10/100 (wrk, 64 connections, 100 prefilled partitions);
+2. pop+ack throughput at batch 1/10/100 (wrk: each connection pops, then acks what it got
+   with /ack/batch under the pop's lease);
+3. wildcard pop latency (one sequential consumer) at 10, 1,000 and 10,000 partitions;
+4. push -> consume latency with a consumer parked in a long poll (one message every 20 ms).
+
+Throughput is counted in the database (cursor movement), not from wrk's request count, so it
+is exactly the messages consumed. Results go to bench/results/pop.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import trio
+from common import broker, database, empty_app, log, wrk, write_results
+
+QUEUE = "bench.pop"
+
+
+def prefill(url: str, queue: str, partitions: int, per_partition: int, payload: dict) -> None:
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for p in range(partitions):
+            left = per_partition
+            while left:
+                n = min(left, 500)
+                body = {"items": [{"queue": queue, "partition": f"p{p}", "payload": payload}
+                                  for _ in range(n)]}
+                r = client.post("/api/v1/push", json=body)
+                r.raise_for_status()
+                left -= n
+
+
+def consumed(db_url: str, queue: str) -> int:
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> int:
+        conn = await asyncpg.connect(db_url)
+        try:
+            return int(await conn.fetchval(
+                "SELECT coalesce(sum(cs.cursor_offset), 0) FROM queen.consumer_state cs "
+                "JOIN queen.queues q ON q.id = cs.queue_id WHERE q.name = $1", queue))
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def lua_file(text: str) -> Path:
+    path = Path(tempfile.mkstemp(suffix=".lua")[1])
+    path.write_text(text)
+    return path
+
+
+AUTOACK_LUA = """
+local path = "/api/v1/pop/queue/%s?batch=%d&autoAck=true"
+function request() return wrk.format("GET", path) end
+"""
+
+# Per thread: acks waiting to be sent (wrk calls request() per connection, state is per thread).
+POPACK_LUA = """
+local pop_path = "/api/v1/pop/queue/%s?batch=%d"
+local pending = {}
+local headers = {["Content-Type"] = "application/json"}
+function request()
+  local body = table.remove(pending)
+  if body then return wrk.format("POST", "/api/v1/ack/batch", headers, body) end
+  return wrk.format("GET", pop_path)
+end
+function response(status, hdrs, body)
+  if status ~= 200 or body == nil or string.sub(body, 1, 1) ~= "{" then return end
+  if not string.find(body, '"messages"') then return end
+  local lease = string.match(body, '"leaseId":"([^"]*)"')
+  local items = {}
+  for tx, pid in string.gmatch(body, '"transactionId":"([^"]+)","traceId":[^,]+,"data":.-"partitionId":"([^"]+)"') do
+    items[#items + 1] = '{"transactionId":"' .. tx .. '","partitionId":"' .. pid .. '","leaseId":"' .. lease .. '"}'
+  end
+  if #items > 0 then
+    pending[#pending + 1] = '{"acknowledgments":[' .. table.concat(items, ",") .. ']}'
+  end
+end
+"""
+
+
+def throughput(url: str, db_url: str, script: str, seconds: int, label: str) -> dict:
+    before = consumed(db_url, QUEUE)
+    started = time.monotonic()
+    run = wrk(url, lua_file(script), connections=64, seconds=seconds)
+    elapsed = time.monotonic() - started
+    after = consumed(db_url, QUEUE)
+    result = {"msg_per_s": round((after - before) / elapsed), "requests_per_s": run["requests_per_s"],
+              "p50_ms": run["p50_ms"], "p99_ms": run["p99_ms"], "non_2xx": run["non_2xx"]}
+    log(f"{label}: {json.dumps(result)}")
+    return result
+
+
+async def wildcard_latency(url: str, partitions: int, pops: int) -> dict:
+    queue = f"bench.wild.{partitions}"
+    per_partition = max(2, 2 * pops // partitions + 1)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        step = max(1, 500 // per_partition)
+        for start in range(0, partitions, step):
+            items = [{"queue": queue, "partition": f"p{p}", "payload": {"p": p}}
+                     for p in range(start, min(start + step, partitions))
+                     for _ in range(per_partition)]
+            (await client.post("/api/v1/push", json={"items": items})).raise_for_status()
+        samples = []
+        for _ in range(pops):
+            t = time.perf_counter()
+            r = await client.get(f"/api/v1/pop/queue/{queue}", params={"batch": "1",
+                                                                      "autoAck": "true"})
+            samples.append((time.perf_counter() - t) * 1000)
+            assert r.status_code == 200, r.status_code
+    samples.sort()
+    return {"partitions": partitions, "p50_ms": round(statistics.median(samples), 2),
+            "p99_ms": round(samples[int(len(samples) * 0.99) - 1], 2)}
+
+
+async def push_to_consume(url: str, messages: int) -> dict:
+    queue = "bench.latency"
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=url, timeout=60) as producer, \
+            httpx.AsyncClient(base_url=url, timeout=60) as consumer:
+        await producer.post("/api/v1/configure", json={"queue": queue})
+        done = trio.Event()
+
+        async def consume() -> None:
+            while len(latencies) < messages:
+                r = await consumer.get(f"/api/v1/pop/queue/{queue}", params={
+                    "wait": "true", "timeout": "5000", "batch": "10", "autoAck": "true"})
+                now = time.perf_counter()
+                if r.status_code == 200:
+                    for m in r.json()["messages"]:
+                        latencies.append((now - m["data"]["sent"]) * 1000)
+            done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await trio.sleep(0.5)
+            for _ in range(messages):
+                body = {"items": [{"queue": queue, "payload": {"sent": time.perf_counter()}}]}
+                (await producer.post("/api/v1/push", json=body)).raise_for_status()
+                await trio.sleep(0.02)
+            await done.wait()
+    latencies.sort()
+    return {"messages": len(latencies), "p50_ms": round(statistics.median(latencies), 2),
+            "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1], 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--only", default="autoack,popack,wildcard,latency")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    payload = {"orderId": 8891, "customer": "customer-42", "total": 42.5}
+    results: dict = {"seconds": args.seconds}
+    with empty_app() as (ceiling_url, _):
+        ceiling = wrk(ceiling_url + "/", lua_file('function request() return wrk.format("GET", "/") end'),
+                      connections=64, seconds=args.seconds)
+        results["ceiling_requests_per_s"] = ceiling["requests_per_s"]
+        log(f"ceiling: {ceiling['requests_per_s']} req/s")
+    with database() as db_url, broker(db_url) as (url, _proc):
+        if "autoack" in only or "popack" in only:
+            log("prefilling 100 partitions ...")
+            prefill(url, QUEUE, 100, 6000, payload)
+        if "autoack" in only:
+            results["autoack"] = {b: throughput(url, db_url, AUTOACK_LUA % (QUEUE, b), args.seconds,
+                                                f"autoAck batch {b}") for b in (1, 10, 100)}
+        if "popack" in only:
+            results["popack"] = {b: throughput(url, db_url, POPACK_LUA % (QUEUE, b), args.seconds,
+                                               f"pop+ack batch {b}") for b in (1, 10, 100)}
+        if "wildcard" in only:
+            results["wildcard"] = [trio.run(wildcard_latency, url, n, 300) for n in (10, 1000, 10000)]
+            log(f"wildcard: {results['wildcard']}")
+        if "latency" in only:
+            results["push_to_consume"] = trio.run(push_to_consume, url, 300)
+            log(f"push->consume: {results['push_to_consume']}")
+    print(json.dumps(results, indent=2))
+    print(f"results: {write_results('pop', results)}")
+
+
+if __name__ == "__main__":
+    main()
