@@ -256,21 +256,20 @@ class Consumer:
                 seen.add(pid)
                 claimed.append(_Claimed(queue, pid, row["partition_name"]))
             created = format_created_at(row["created_at"])
-            chosen = framing.unpack_slice(row["frames"], row["skip_frames"],
-                                          row["take_frames"])
-            for frame in chosen:
-                payload = self._cipher.decrypt(frame.payload) if frame.encrypted else frame.payload
+            name, group, decrypt = row["partition_name"], req.group, self._cipher.decrypt
+            chosen = framing.fields_slice(row["frames"], row["skip_frames"], row["take_frames"])
+            for message_id, txid, trace, sub, encrypted, payload in chosen:
                 message: dict[str, Any] = {
-                    "id": str(frame.message_id),
-                    "transactionId": frame.transaction_id,
-                    "traceId": str(frame.trace_id) if frame.trace_id else None,
-                    "data": msgspec.Raw(payload),
-                    "producerSub": frame.producer_sub,
+                    "id": message_id,
+                    "transactionId": txid,
+                    "traceId": trace,
+                    "data": msgspec.Raw(decrypt(payload) if encrypted else payload),
+                    "producerSub": sub,
                     "createdAt": created,
                     "partitionId": pid,
-                    "partition": row["partition_name"],
+                    "partition": name,
                     "leaseId": lease,
-                    "consumerGroup": req.group,
+                    "consumerGroup": group,
                 }
                 if with_queue:
                     message["queue"] = queue

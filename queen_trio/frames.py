@@ -86,6 +86,39 @@ def unpack_slice(frames: bytes, start: int, count: int) -> Iterator[Frame]:
         yield frame
 
 
+def uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def fields_slice(frames: bytes, start: int, count: int
+                 ) -> Iterator[tuple[str, str, str | None, str | None, bool, bytes]]:
+    """The hot path of a pop: (id, transaction id, trace id, producer sub, encrypted, payload)
+    of frames start .. start+count-1, as text, without building Frame objects."""
+    at, size = 0, HEADER.size
+    unpack_header = HEADER.unpack_from
+    for _ in range(start):
+        _mid, flags, tx_len, sub_len, payload_len = unpack_header(frames, at)
+        at += size + (16 if flags & FLAG_TRACE else 0) + tx_len + sub_len + payload_len
+    end = len(frames)
+    for _ in range(count):
+        if at >= end:
+            return
+        mid, flags, tx_len, sub_len, payload_len = unpack_header(frames, at)
+        at += size
+        trace = None
+        if flags & FLAG_TRACE:
+            trace = uuid_text(frames[at : at + 16])
+            at += 16
+        txid = frames[at : at + tx_len].decode()
+        at += tx_len
+        sub = frames[at : at + sub_len].decode() if sub_len else None
+        at += sub_len
+        payload = frames[at : at + payload_len]
+        at += payload_len
+        yield uuid_text(mid), txid, trace, sub, bool(flags & FLAG_ENCRYPTED), payload
+
+
 def frame_at(frames: bytes, index: int) -> Frame:
     for frame in unpack_slice(frames, index, 1):
         return frame

@@ -14,6 +14,7 @@ group is already in a flusher's channel, and the database call runs shielded.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import zlib
@@ -91,10 +92,10 @@ class Segment:
 
 
 def _bundle_arguments(segments: list[Segment]) -> tuple[Any, ...]:
-    lengths: list[int] = []
+    ends: list[int] = []
     txids: list[str] = []
     for seg in segments:
-        lengths.extend(len(f) for f in seg.frames)
+        ends.extend(itertools.accumulate(len(f) for f in seg.frames))
         txids.extend(item.transaction_id for item in seg.writers)
     return (
         [s.queue for s in segments],
@@ -103,7 +104,7 @@ def _bundle_arguments(segments: list[Segment]) -> tuple[Any, ...]:
         [s.dedup for s in segments],
         [len(s.writers) for s in segments],
         [b"".join(s.frames) for s in segments],
-        lengths,
+        ends,
         txids,
     )
 

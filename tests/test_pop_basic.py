@@ -112,3 +112,13 @@ async def test_auto_ack_moves_the_cursor_in_the_pop(client):
     assert all(m["leaseId"] == "" for m in reply["messages"])
     # Nothing to ack, no lease held: the next pop continues at once.
     assert data(await pop(client, "auto", batch=5)) == [3]
+
+
+async def test_pop_cuts_frames_out_of_a_segment_rebuilt_around_duplicates(client):
+    await push(client, "cut", "first", txids=["t1"])
+    # One segment, rebuilt without its duplicate; the frames are then read one at a time.
+    await push(client, "cut", "dup", "second", "third", txids=["t1", "t2", "t3"])
+    got = []
+    while (reply := await pop(client, "cut", autoAck=True)) is not None:
+        got += data(reply)
+    assert got == ["first", "second", "third"]

@@ -48,12 +48,15 @@ CREATE TABLE queen.partitions (
 
 -- One row per flush of a partition: `message_count` frames packed in `frames`
 -- (format: queen_trio/frames.py), holding offsets first_offset .. first_offset+count-1.
+-- frame_ends[i] is the byte where frame i (1-based) ends, so a pop cuts exactly the frames it
+-- delivers out of a large segment.
 CREATE TABLE queen.segments (
     partition_id  uuid NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
     first_offset  bigint NOT NULL,
     message_count integer NOT NULL CHECK (message_count > 0),
     created_at    timestamptz NOT NULL,
     frames        bytea NOT NULL,
+    frame_ends    integer[] NOT NULL,
     PRIMARY KEY (partition_id, first_offset)
 );
 -- Commit times are monotone per partition: a subscription start or a retention cut finds its

@@ -1,7 +1,8 @@
 -- One bundle of segments, one transaction, one round trip (DESIGN: Life of a push, step 5).
 --
 -- Segment s carries p_counts[s] frames packed in p_frames[s]; the frames' lengths and
--- transaction ids are the matching slices of p_lengths and p_txids. p_encrypted[s] and
+-- transaction ids are the matching slices of p_ends (the byte where each frame ends within its
+-- segment) and p_txids. p_encrypted[s] and
 -- p_dedup[s] are what the broker assumed about the queue when it packed the segment: a
 -- mismatch (another broker reconfigured the queue) answers 'stale' and writes nothing, so the
 -- broker can repack.
@@ -27,7 +28,7 @@ CREATE FUNCTION queen.push_bundle(
     p_dedup     boolean[],
     p_counts    integer[],
     p_frames    bytea[],
-    p_lengths   integer[],
+    p_ends      integer[],
     p_txids     text[]
 ) RETURNS TABLE (
     segment_no       integer,
@@ -55,7 +56,9 @@ DECLARE
     seg_txids  text[];
     kept_txids text[];
     kept_frames bytea;
+    kept_ends  integer[];
     frame_at   integer;
+    frame_len  integer;
     kept_count integer;
     hit        record;
     created_ids uuid[];
@@ -189,24 +192,29 @@ BEGIN
         IF kept_count = p_counts[s] THEN
             kept_frames := p_frames[s];
             kept_txids := seg_txids;
+            kept_ends := p_ends[seg_start[s] : seg_start[s] + p_counts[s] - 1];
         ELSE
             -- Rebuild the segment from the frames that were not duplicates.
             kept_frames := ''::bytea;
             kept_txids := ARRAY[]::text[];
-            frame_at := 1;
+            kept_ends := ARRAY[]::integer[];
+            frame_at := 0;
             FOR i IN 1 .. p_counts[s] LOOP
                 pos := seg_start[s] + i - 1;
+                frame_len := p_ends[pos] - frame_at;
                 IF dup_offsets[i] IS NULL THEN
-                    kept_frames := kept_frames || substring(p_frames[s] FROM frame_at FOR p_lengths[pos]);
+                    kept_frames := kept_frames || substring(p_frames[s] FROM frame_at + 1 FOR frame_len);
                     kept_txids := kept_txids || p_txids[pos];
+                    kept_ends := kept_ends || length(kept_frames);
                 END IF;
-                frame_at := frame_at + p_lengths[pos];
+                frame_at := p_ends[pos];
             END LOOP;
         END IF;
 
         IF kept_count > 0 THEN
-            INSERT INTO queen.segments (partition_id, first_offset, message_count, created_at, frames)
-            VALUES (seg_ids[s], part.next_offset, kept_count, commit_at, kept_frames);
+            INSERT INTO queen.segments
+                   (partition_id, first_offset, message_count, created_at, frames, frame_ends)
+            VALUES (seg_ids[s], part.next_offset, kept_count, commit_at, kept_frames, kept_ends);
 
             INSERT INTO queen.transaction_index (partition_id, transaction_id, message_offset, created_at)
             SELECT seg_ids[s], u.txid, part.next_offset + u.ord - 1, commit_at

@@ -2,28 +2,13 @@
 -- The frame format is queen_trio/frames.py: a 25-byte header (16 id, 1 flags, 2 txid length,
 -- 2 sub length, 4 payload length), 16 more bytes of trace id when flags & 2, then the text.
 
--- The raw bytes of frame `idx` (0-based) of a packed segment.
-CREATE FUNCTION queen.frame_at(p_frames bytea, p_idx integer) RETURNS bytea
-LANGUAGE plpgsql IMMUTABLE STRICT AS $$
-DECLARE
-    at   integer := 0;
-    len  integer;
-    i    integer := 0;
-BEGIN
-    LOOP
-        len := 25
-             + CASE WHEN get_byte(p_frames, at + 16) & 2 = 2 THEN 16 ELSE 0 END
-             + (get_byte(p_frames, at + 17) << 8 | get_byte(p_frames, at + 18))
-             + (get_byte(p_frames, at + 19) << 8 | get_byte(p_frames, at + 20))
-             + (get_byte(p_frames, at + 21)::bigint << 24 | get_byte(p_frames, at + 22) << 16
-                | get_byte(p_frames, at + 23) << 8 | get_byte(p_frames, at + 24))::integer;
-        IF i = p_idx THEN
-            RETURN substring(p_frames FROM at + 1 FOR len);
-        END IF;
-        at := at + len;
-        i := i + 1;
-    END LOOP;
-END;
+-- The bytes of frames [p_from, p_from + p_count) (0-based) of a segment, cut by frame_ends.
+CREATE FUNCTION queen.frames_between(p_frames bytea, p_ends integer[], p_from integer,
+                                     p_count integer) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT substring(p_frames
+                     FROM coalesce(p_ends[p_from], 0) + 1
+                     FOR p_ends[p_from + p_count] - coalesce(p_ends[p_from], 0))
 $$;
 
 -- The commit time of the message at `p_cursor`, or NULL when nothing is at or after it.
@@ -91,7 +76,8 @@ DECLARE
     tx_len integer;
     trace_len integer;
 BEGIN
-    SELECT s.first_offset, s.created_at, s.frames, p.name AS partition_name, p.queue_id
+    SELECT s.first_offset, s.created_at, s.frames, s.frame_ends, p.name AS partition_name,
+           p.queue_id
       INTO seg
       FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
      WHERE s.partition_id = p_partition AND s.first_offset <= p_offset
@@ -100,7 +86,8 @@ BEGIN
     IF seg IS NULL THEN
         RETURN false;
     END IF;
-    frame := queen.frame_at(seg.frames, (p_offset - seg.first_offset)::integer);
+    frame := queen.frames_between(seg.frames, seg.frame_ends,
+                                  (p_offset - seg.first_offset)::integer, 1);
     trace_len := CASE WHEN get_byte(frame, 16) & 2 = 2 THEN 16 ELSE 0 END;
     tx_len := get_byte(frame, 17) << 8 | get_byte(frame, 18);
     INSERT INTO queen.dead_letters (queue_id, partition_id, partition_name, consumer_group,
@@ -208,7 +195,7 @@ BEGIN
           FROM queen.segments s WHERE s.partition_id = cs.partition_id AND s.first_offset <= cur;
         until_off := cur;
         FOR seg IN
-            SELECT s.first_offset, s.message_count, s.created_at, s.frames
+            SELECT s.first_offset, s.message_count, s.created_at, s.frames, s.frame_ends
               FROM queen.segments s
              WHERE s.partition_id = cs.partition_id
                AND s.first_offset >= coalesce(seg_start, 0)
@@ -220,9 +207,11 @@ BEGIN
             EXIT WHEN remaining <= 0;
             skip_n := greatest(cur - seg.first_offset, 0)::integer;
             take_n := least(seg.message_count - skip_n, remaining);
+            -- Only the delivered frames travel: skip_frames is 0 in what is returned.
             partition_id := cs.partition_id; partition_name := cs.pname;
-            first_offset := seg.first_offset; created_at := seg.created_at;
-            frames := seg.frames; skip_frames := skip_n; take_frames := take_n;
+            first_offset := seg.first_offset + skip_n; created_at := seg.created_at;
+            frames := queen.frames_between(seg.frames, seg.frame_ends, skip_n, take_n);
+            skip_frames := 0; take_frames := take_n;
             next_check_at := NULL;
             RETURN NEXT;
             remaining := remaining - take_n;
