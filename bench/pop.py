@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import trio
-from common import broker, database, empty_app, log, wrk, write_results
+from common import broker, database, empty_app, log, write_results, wrk
 
 QUEUE = "bench.pop"
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
 import attrs
+import trio
 
 from .consume import consumer_group, format_millis
-from .database import Database
+from .database import Database, is_connection_failure
 from .push import BadRequest
 from .wakeups import WakeRegistry
 
@@ -81,23 +83,93 @@ def parse_single_ack(body: Any) -> tuple[str, Ack]:
     return consumer_group(group), parse_ack(body)
 
 
-async def settle(db: Database, wakeups: WakeRegistry, group: str,
-                 acks: list[Ack]) -> list[dict[str, Any]]:
-    """Apply the acks in one transaction; one result per ack, in request order."""
-    if not acks:
-        return []
-    rows = await db.fetch(
-        ACK_SQL, group, [a.partition_id for a in acks], [a.transaction_id for a in acks],
-        [a.status for a in acks], [a.lease_id for a in acks], [a.error for a in acks])
-    results: list[dict[str, Any] | None] = [None] * len(acks)
+@attrs.define(eq=False)
+class _AckRequest:
+    group: str
+    acks: list[Ack]
+    done: trio.Event = attrs.Factory(trio.Event)
+    results: list[dict[str, Any]] = attrs.Factory(list)
+    failure: BaseException | None = None
+
+
+class AckLane:
+    """Fuses concurrent ack requests into one ack_batch call: one bridge crossing and one round
+    trip for all of them. Like the push lane, a call dispatches at once when none is in flight,
+    and what arrives meanwhile goes in the next one. A failed fused call is split so that only
+    the bad request fails. A request's results never depend on its neighbours beyond the order
+    the database applies them in (partition id, then offset), a valid serial order."""
+
+    def __init__(self, db: Database, wakeups: WakeRegistry, *, callers: int = 2) -> None:
+        self._db = db
+        self._wakeups = wakeups
+        self._callers = callers
+        self._send, self._receive = trio.open_memory_channel[_AckRequest](math.inf)
+        self.calls = 0
+
+    async def settle(self, group: str, acks: list[Ack]) -> list[dict[str, Any]]:
+        """Apply the acks; one result per ack, in request order."""
+        if not acks:
+            return []
+        request = _AckRequest(group, acks)
+        self._send.send_nowait(request)
+        await request.done.wait()
+        if request.failure is not None:
+            raise request.failure
+        return request.results
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(self._callers):
+                nursery.start_soon(self._caller)
+            task_status.started()
+
+    async def _caller(self) -> None:
+        while True:
+            batch = [await self._receive.receive()]
+            while True:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            # A started call is never cancelled: its acks land or fail whole.
+            with trio.CancelScope(shield=True):
+                await self._call(batch)
+
+    async def _call(self, batch: list[_AckRequest]) -> None:
+        try:
+            rows = await self._db.fetch(ACK_SQL, *_ack_arguments(batch))
+            self.calls += 1
+        except Exception as exc:
+            if len(batch) > 1 and not is_connection_failure(exc):
+                for request in batch:
+                    await self._call([request])
+                return
+            for request in batch:
+                request.failure = exc
+                request.done.set()
+            return
+        _apply_ack_rows(batch, rows, self._wakeups)
+
+
+def _ack_arguments(batch: list[_AckRequest]) -> tuple[list[Any], ...]:
+    acks = [(r.group, a) for r in batch for a in r.acks]
+    return ([g for g, _ in acks], [a.partition_id for _, a in acks],
+            [a.transaction_id for _, a in acks], [a.status for _, a in acks],
+            [a.lease_id for _, a in acks], [a.error for _, a in acks])
+
+
+def _apply_ack_rows(batch: list[_AckRequest], rows: list[Any], wakeups: WakeRegistry) -> None:
+    owners: list[tuple[_AckRequest, int]] = [(r, i) for r in batch for i in range(len(r.acks))]
+    slots: dict[int, list[dict[str, Any] | None]] = {
+        id(r): [None] * len(r.acks) for r in batch}
     for row in rows:
         if row["released"]:
             wakeups.notify(row["queue_name"])
             continue
-        i = row["item_no"] - 1
-        results[i] = {
+        request, i = owners[row["item_no"] - 1]
+        slots[id(request)][i] = {
             "index": i,
-            "transactionId": acks[i].transaction_id,
+            "transactionId": request.acks[i].transaction_id,
             "success": row["success"],
             "error": row["error"],
             "queueName": row["queue_name"],
@@ -105,7 +177,9 @@ async def settle(db: Database, wakeups: WakeRegistry, group: str,
             "leaseReleased": row["lease_released"],
             "dlq": row["dlq"],
         }
-    return [r for r in results if r is not None]
+    for request in batch:
+        request.results = [r for r in slots[id(request)] if r is not None]
+        request.done.set()
 
 
 def parse_extend(body: Any) -> int:

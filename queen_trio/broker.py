@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from .acks import AckLane
 from .consume import Consumer
 from .database import Database, open_database
 from .encryption import PayloadCipher
@@ -38,6 +39,7 @@ class Broker:
     wakeups: WakeRegistry
     listener: NotifyListener
     consumer: Consumer
+    ack_lane: AckLane
 
 
 @asynccontextmanager
@@ -61,12 +63,13 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
         listener = NotifyListener(wakeups, database_url)
         broker = Broker(settings, db, lane, directory, cipher,
                         Publisher(lane, directory, cipher), reclaimer, wakeups, listener,
-                        Consumer(db, cipher, wakeups, settings))
+                        Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups))
         async with trio.open_nursery() as nursery:
             await nursery.start(lane.run)
             async with trio.open_nursery() as services:
                 await services.start(reclaimer.run)
                 await services.start(listener.run)
+                await services.start(broker.ack_lane.run)
                 try:
                     yield broker
                 finally:

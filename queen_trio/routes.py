@@ -70,11 +70,11 @@ def create_app(broker: Broker) -> App:
 
     async def ack_one(request: Request) -> Response:
         group, ack = acks.parse_single_ack(request.json())
-        return json_response(200, await acks.settle(broker.db, broker.wakeups, group, [ack]))
+        return json_response(200, await broker.ack_lane.settle(group, [ack]))
 
     async def ack_batch(request: Request) -> Response:
         group, items = acks.parse_ack_batch(request.json())
-        return json_response(200, await acks.settle(broker.db, broker.wakeups, group, items))
+        return json_response(200, await broker.ack_lane.settle(group, items))
 
     async def extend_lease(request: Request) -> Response:
         lease_id = acks.parse_uuid(request.params["leaseId"], "leaseId")

@@ -257,3 +257,30 @@ async def test_retry_delay_is_a_not_before_time(client):
     assert await pop(client, "delay") is None
     await trio.sleep(0.5)
     assert data(await pop(client, "delay")) == ["x"]
+
+
+async def test_ack_lane_fuses_requests_of_several_groups_into_one_call(client, broker):
+    from queen_trio.acks import _AckRequest, parse_ack
+
+    await push(client, "fuse", "a", partition="p1")
+    await push(client, "fuse", "b", partition="p2")
+    one = await pop(client, "fuse", partition="p1", consumerGroup="g1")
+    two = await pop(client, "fuse", partition="p2", consumerGroup="g2")
+    three = await pop(client, "fuse", partition="p1", consumerGroup="g2")
+
+    def request(group, message, status="completed"):
+        body = {"transactionId": message["transactionId"], "partitionId": message["partitionId"],
+                "leaseId": message["leaseId"], "status": status}
+        return _AckRequest(group, [parse_ack(body)])
+
+    batch = [request("g1", one["messages"][0]), request("g2", two["messages"][0], "failed"),
+             request("g2", three["messages"][0]), request("g1", three["messages"][0])]
+    lane = broker.ack_lane
+    before = lane.calls
+    await lane._call(batch)
+    assert lane.calls == before + 1
+    assert [r.results[0]["success"] for r in batch] == [True, True, True, False]
+    assert batch[3].results[0]["error"] == "Invalid or expired lease"  # g2's lease, not g1's
+    assert batch[1].results[0]["leaseReleased"] is True
+    assert data(await pop(client, "fuse", partition="p2", consumerGroup="g2")) == ["b"]
+    assert await pop(client, "fuse", partition="p1", consumerGroup="g1") is None

@@ -266,12 +266,13 @@ BEGIN
 END;
 $$;
 
--- Settle acknowledgements of one group (DECISIONS: Ack, retries, DLQ). Items are applied per
--- partition (ascending id, the lock order), in offset order within it. Returns one row per
+-- Settle acknowledgements (DECISIONS: Ack, retries, DLQ), of one request or of several fused by
+-- the ack lane; each item names its group. Items are applied per (partition, group), in
+-- ascending partition id (the lock order), in offset order within it. Returns one row per
 -- item (its 1-based position in the arrays) and `released`: the lease of the partition was
 -- released with messages still pending (long polls of the queue should look again).
 CREATE FUNCTION queen.ack_batch(
-    p_group      text,
+    p_groups     text[],
     p_partitions uuid[],
     p_txids      text[],
     p_statuses   text[],
@@ -289,6 +290,8 @@ CREATE FUNCTION queen.ack_batch(
 ) LANGUAGE plpgsql AS $$
 DECLARE
     pid        uuid;
+    grp        text;
+    pg         record;
     st         record;
     q          record;
     it         record;
@@ -305,21 +308,25 @@ DECLARE
     delay_ms   integer;
     results    jsonb;
 BEGIN
-    FOR pid IN SELECT DISTINCT u.p FROM unnest(p_partitions) AS u(p) ORDER BY u.p LOOP
+    FOR pg IN SELECT DISTINCT u.p, u.g FROM unnest(p_partitions, p_groups) AS u(p, g)
+               ORDER BY u.p, u.g LOOP
+        pid := pg.p;
+        grp := pg.g;
         SELECT cs.*, p.name AS pname INTO st
           FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id
-         WHERE cs.partition_id = pid AND cs.consumer_group = p_group
+         WHERE cs.partition_id = pid AND cs.consumer_group = grp
            FOR UPDATE OF cs;
         SELECT qq.name, qq.retry_limit, qq.retry_delay, qq.dead_letter_queue INTO q
           FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id WHERE p.id = pid;
 
         IF st IS NULL THEN
-            FOR it IN SELECT u.ord::integer AS ord FROM unnest(p_partitions) WITH ORDINALITY AS u(p, ord)
-                       WHERE u.p = pid LOOP
+            FOR it IN SELECT u.ord::integer AS ord
+                        FROM unnest(p_partitions, p_groups) WITH ORDINALITY AS u(p, g, ord)
+                       WHERE u.p = pid AND u.g = grp LOOP
                 item_no := it.ord; success := false; dlq := false; released := false;
                 lease_released := NULL; queue_name := q.name; partition_name := NULL;
                 error := CASE WHEN q IS NULL THEN 'Message not found'
-                              ELSE 'Message was not delivered to consumer group ' || p_group END;
+                              ELSE 'Message was not delivered to consumer group ' || grp END;
                 RETURN NEXT;
             END LOOP;
             CONTINUE;
@@ -336,14 +343,14 @@ BEGIN
                    (hit.message_offset IS NULL AND EXISTS (
                         SELECT 1 FROM queen.transaction_index t
                          WHERE t.partition_id = pid AND t.transaction_id = u.txid)) AS settled
-              FROM unnest(p_partitions, p_txids, p_statuses, p_leases, p_errors)
-                   WITH ORDINALITY AS u(p, txid, status, lease, err, ord)
+              FROM unnest(p_partitions, p_groups, p_txids, p_statuses, p_leases, p_errors)
+                   WITH ORDINALITY AS u(p, g, txid, status, lease, err, ord)
               LEFT JOIN LATERAL (
                     SELECT t.message_offset FROM queen.transaction_index t
                      WHERE t.partition_id = pid AND t.transaction_id = u.txid
                        AND t.message_offset >= st.cursor_offset
                      ORDER BY t.message_offset LIMIT 1) hit ON true
-             WHERE u.p = pid
+             WHERE u.p = pid AND u.g = grp
              ORDER BY hit.message_offset NULLS LAST, u.ord
         LOOP
             item_no := it.ord; queue_name := q.name; partition_name := st.pname;
@@ -369,7 +376,7 @@ BEGIN
                 cur := it.off + 1; moved := true; retries := 0; exhausted := false;
                 success := true;
             ELSIF it.status = 'dlq' THEN
-                PERFORM queen.dead_letter(pid, p_group, it.off,
+                PERFORM queen.dead_letter(pid, grp, it.off,
                                           coalesce(nullif(it.err, ''), 'Dead-lettered by the consumer'),
                                           retries);
                 cur := it.off + 1; moved := true; retries := 0;
@@ -382,13 +389,13 @@ BEGIN
                 END IF;
                 IF exhausted AND it.off = cur THEN
                     IF q.dead_letter_queue THEN
-                        PERFORM queen.dead_letter(pid, p_group, it.off,
+                        PERFORM queen.dead_letter(pid, grp, it.off,
                                                   coalesce(nullif(it.err, ''), 'Retries exhausted'),
                                                   retries - 1);
                         dlq := true;
                     ELSE
                         RAISE LOG 'queen: dropped exhausted message % of partition % for group %',
-                            it.off, pid, p_group;
+                            it.off, pid, grp;
                     END IF;
                     cur := it.off + 1; moved := true;
                     success := true;
@@ -424,7 +431,7 @@ BEGIN
                                      THEN now_at + make_interval(secs => delay_ms / 1000.0)
                                      ELSE NULL END,
                    head_at = queen.head_after(pid, cur)
-             WHERE cs.partition_id = pid AND cs.consumer_group = p_group;
+             WHERE cs.partition_id = pid AND cs.consumer_group = grp;
             IF release_it THEN
                 -- Tell the caller (and other brokers) that the partition may be claimable.
                 item_no := NULL; success := NULL; error := NULL; queue_name := q.name;
