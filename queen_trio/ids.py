@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import uuid_utils
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -11,10 +9,3 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 def new_id() -> uuid_utils.UUID:
     return uuid_utils.uuid7()
-
-
-def parse_uuid(text: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(text)
-    except (ValueError, AttributeError, TypeError):
-        return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -56,5 +55,17 @@ async def ack_batch(client, messages: list[dict], status: str = "completed", *,
     return r.json()
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value)
+async def configure(client, queue: str, **options: Any) -> None:
+    r = await client.post("/api/v1/configure", json={"queue": queue, "options": options})
+    assert r.status_code == 200, r.text
+
+
+def park_pop(nursery, client, queue: str, **params: Any) -> dict:
+    """Start a long poll in `nursery`; its reply lands under "reply" in the returned dict."""
+    result: dict = {}
+
+    async def waiter() -> None:
+        result["reply"] = await pop(client, queue, wait=True, timeout=20_000, **params)
+
+    nursery.start_soon(waiter)
+    return result

@@ -96,29 +96,12 @@ async def test_bad_dlq_query_is_400(client, query):
 
 
 async def test_pop_during_a_database_outage_is_503(client, broker, admin_url):
-    import asyncpg
-    import trio_asyncio
+    from tests.outage import database_cut_off
 
     await push(client, "out", 1)
-    name = broker.settings.database_url.rsplit("/", 1)[1]
-
-    async def admin(statement):
-        async def run():
-            conn = await asyncpg.connect(admin_url)
-            try:
-                await conn.execute(statement)
-            finally:
-                await conn.close()
-        await trio_asyncio.aio_as_trio(run)()
-
-    async with trio_asyncio.open_loop():
-        await admin(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-        try:
-            r = await client.get("/api/v1/pop/queue/out")
-            assert r.status_code == 503
-            assert "database connection unavailable" in r.json()["error"]
-            r = await client.post("/api/v1/ack", json={"transactionId": "t", "partitionId": UUID})
-            assert r.status_code == 503
-        finally:
-            await admin(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    async with database_cut_off(admin_url, broker.settings.database_url):
+        r = await client.get("/api/v1/pop/queue/out")
+        assert r.status_code == 503
+        assert "database connection unavailable" in r.json()["error"]
+        r = await client.post("/api/v1/ack", json={"transactionId": "t", "partitionId": UUID})
+        assert r.status_code == 503

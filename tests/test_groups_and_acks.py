@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from tests.consuming import ack, ack_batch, data, pop, push
-
-
-async def configure(client, queue, **options):
-    r = await client.post("/api/v1/configure", json={"queue": queue, "options": options})
-    assert r.status_code == 200, r.text
+from tests.consuming import ack, ack_batch, configure, data, pop, push
 
 
 async def expire_leases(broker, queue):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import asyncpg
 import pytest
 import trio
 import trio_asyncio
@@ -12,6 +11,7 @@ import trio_asyncio
 from queen_trio import sql
 from queen_trio.database import migrate
 from queen_trio.settings import ConfigError, Settings, database_url_from_env
+from tests.outage import admin_execute, database_cut_off
 
 
 async def test_health_is_200_when_the_database_answers(client):
@@ -22,37 +22,14 @@ async def test_health_is_200_when_the_database_answers(client):
 
 
 async def test_health_is_503_when_the_database_does_not(client, broker, admin_url):
-    name = broker.settings.database_url.rsplit("/", 1)[1]
-
-    async def cut(conn):
-        await conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = $1", name)
-
-    async def restore(conn):
-        await conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-
-    async def admin(work):
-        async def run():
-            conn = await asyncpg.connect(admin_url)
-            try:
-                await work(conn)
-            finally:
-                await conn.close()
-        await trio_asyncio.aio_as_trio(run)()
-
-    async with trio_asyncio.open_loop():
-        await admin(cut)
-        try:
-            r = await client.get("/health")
-            assert r.status_code == 503
-            assert r.json() == {**r.json(), "status": "unhealthy", "database": "disconnected"}
-            # A push during the outage is answered, not crashed: 503 with the cause per item.
-            r = await client.post("/api/v1/push", json={"items": [{"queue": "h", "payload": 1}]})
-            assert r.status_code == 503
-            assert "database connection unavailable" in r.json()[0]["error"]
-        finally:
-            await admin(restore)
+    async with database_cut_off(admin_url, broker.settings.database_url):
+        r = await client.get("/health")
+        assert r.status_code == 503
+        assert r.json() == {**r.json(), "status": "unhealthy", "database": "disconnected"}
+        # A push during the outage is answered, not crashed: 503 with the cause per item.
+        r = await client.post("/api/v1/push", json={"items": [{"queue": "h", "payload": 1}]})
+        assert r.status_code == 503
+        assert "database connection unavailable" in r.json()[0]["error"]
     with trio.fail_after(20):
         while (await client.get("/health")).status_code != 200:
             await trio.sleep(0.1)
@@ -62,13 +39,7 @@ async def test_migrations_are_idempotent_and_safe_concurrently(admin_url):
     name = "queen_migrate_race"
     async with trio_asyncio.open_loop():
         async def admin(statement):
-            async def run():
-                conn = await asyncpg.connect(admin_url)
-                try:
-                    await conn.execute(statement)
-                finally:
-                    await conn.close()
-            await trio_asyncio.aio_as_trio(run)()
+            await admin_execute(admin_url, statement)
 
         await admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin(f"CREATE DATABASE {name}")

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import trio
 
-from tests.consuming import ack, data, pop, push
-
-
-async def configure(client, queue, **options):
-    r = await client.post("/api/v1/configure", json={"queue": queue, "options": options})
-    assert r.status_code == 200, r.text
+from tests.consuming import ack, configure, data, park_pop, pop, push
 
 
 async def test_long_poll_is_woken_by_a_push(client, broker):
-    result = {}
-
-    async def waiter():
-        result["reply"] = await pop(client, "lp", wait=True, timeout=20_000)
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(waiter)
+        result = park_pop(nursery, client, "lp")
         await trio.sleep(0.3)
         assert "reply" not in result  # parked, not answered
         before = broker.wakeups.notifications
@@ -47,13 +37,8 @@ async def test_cancelled_waiter_leaves_no_lease(client, broker):
 async def test_lease_release_by_a_nack_wakes_a_waiter(client):
     await push(client, "rel", "x")
     held = await pop(client, "rel")
-    result = {}
-
-    async def waiter():
-        result["reply"] = await pop(client, "rel", wait=True, timeout=20_000)
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(waiter)
+        result = park_pop(nursery, client, "rel")
         await trio.sleep(0.2)
         await ack(client, held["messages"][0], "retry")
     assert data(result["reply"]) == ["x"]
