@@ -60,7 +60,7 @@ class Segment:
     writers: list[PushItem] = attrs.Factory(list)
     frames: list[bytes] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
-    outcome: str = "pending"  # queued | stale | failed | unavailable
+    outcome: str = "pending"  # queued | stale | full | failed | unavailable
     error: str | None = None
 
     @classmethod
@@ -133,6 +133,8 @@ def _apply_bundle_rows(segments: list[Segment], rows: Iterable[asyncpg.Record]) 
             seg.finish("queued")
         elif outcome == "stale":
             seg.finish("stale")
+        elif outcome == "full":
+            seg.finish("full", "queue full")
         else:
             seg.finish("failed", "push_bundle returned no outcome for the segment")
 

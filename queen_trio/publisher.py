@@ -66,9 +66,13 @@ class Publisher:
 
 
 def _http_status(items: list[PushItem]) -> int:
+    """201 when nothing failed; 429 when only full queues did; 503 when the database is
+    unreachable (and nothing worse failed); 500 otherwise (DECISIONS: Push)."""
     statuses = {item.status for item in items if item.winner is None}
     if "failed" in statuses:
         return 500
     if "unavailable" in statuses:
         return 503
+    if "full" in statuses:
+        return 429
     return 201

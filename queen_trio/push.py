@@ -87,7 +87,7 @@ class PushItem:
             return ("duplicate" if status == "queued" else status), message_id
         if self.status == "duplicate":
             return "duplicate", self.original_id or ids.ZERO_UUID
-        if self.status in ("unavailable", "stale", "pending"):
+        if self.status in ("unavailable", "stale", "pending", "full"):
             # Not committed: a failure on the wire, whatever the internal reason.
             return "failed", str(self.message_id)
         return self.status, str(self.message_id)
@@ -190,7 +190,8 @@ class PackedGroup:
     # The items that carry a frame (within-request duplicates carry none), in order.
     writers: list[PushItem]
     frames: list[bytes]
-    # Set by the lane once the group's fate is known: queued | stale | failed | unavailable.
+    # Set by the lane once the group's fate is known: queued | stale | full | failed |
+    # unavailable.
     done: trio.Event = attrs.Factory(trio.Event)
     outcome: str = "pending"
 

@@ -41,6 +41,9 @@ def create_app(broker: Broker) -> App:
         items = parse_push_body(request.body)
         status, results = await broker.publisher.push(items, request.subject)
         response = json_response(status, results)
+        if status == 429:
+            # The clients back off on Retry-After; consumers free the space.
+            response.headers.append((b"retry-after", b"1"))
         return response
 
     async def configure_queue(request: Request) -> Response:

@@ -117,3 +117,28 @@ async def test_shard_splits_a_failed_bundle_back_into_its_segments(broker):
     assert counters.bundle_splits == 1
     assert counters.failed_segments == 1
     assert await broker.db.fetchval("SELECT count(*) FROM queen.segments") == 2
+
+
+async def test_max_size_fails_a_group_that_would_overfill_the_queue(client):
+    from tests.consuming import ack_batch, configure, pop
+
+    await configure(client, "small", maxSize=3)
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "small", "partition": "a", "payload": n} for n in range(2)]})
+    assert r.status_code == 201
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "small", "partition": "b", "payload": 10},
+        {"queue": "small", "partition": "b", "payload": 11},
+        {"queue": "other", "payload": 1}]})
+    assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    assert [e["status"] for e in r.json()] == ["failed", "failed", "queued"]
+    assert r.json()[0]["error"] == "queue full"
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "small", "partition": "b", "payload": 12}]})
+    assert r.status_code == 201  # 3 held: exactly at the bound
+    # Once the slowest (here: the only) group consumes, there is room again.
+    reply = await pop(client, "small", partition="a", batch=2)
+    await ack_batch(client, reply["messages"])
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": "small", "partition": "b", "payload": n} for n in (13, 14)]})
+    assert r.status_code == 201

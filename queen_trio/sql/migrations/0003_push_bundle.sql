@@ -13,8 +13,8 @@
 -- dedup window (a hit writes nothing), allocates offsets and writes the segment and its index
 -- rows.
 --
--- Rows returned: one 'queued' or 'stale' row per segment (item_no NULL), and one 'duplicate'
--- row per item found in the index, with the original's offset and the stored segment holding
+-- Rows returned: one 'queued', 'stale' or 'full' (maxSize) row per segment (item_no NULL), and
+-- one 'duplicate' row per item found in the index, with the original's offset and the stored segment holding
 -- it (NULL frames when retention removed it).
 --
 -- For consumers, per written segment: the state rows of every group on the partition are
@@ -64,6 +64,7 @@ DECLARE
     created_ids uuid[];
     seg_order  integer[];
     new_next   bigint;
+    held       bigint;
 BEGIN
     FOR s IN 1 .. n_segments LOOP
         seg_start[s] := cursor_at;
@@ -134,7 +135,7 @@ BEGIN
       FROM unnest(seg_ids) WITH ORDINALITY AS u(id, ord);
 
     FOREACH s IN ARRAY seg_order LOOP
-        SELECT qq.encryption_enabled, qq.dedup_window_seconds
+        SELECT qq.id, qq.encryption_enabled, qq.dedup_window_seconds, qq.max_size
           INTO q
           FROM queen.queues qq WHERE qq.name = p_queues[s];
         SELECT pp.next_offset, pp.last_commit_at
@@ -209,6 +210,27 @@ BEGIN
                 END IF;
                 frame_at := p_ends[pos];
             END LOOP;
+        END IF;
+
+        IF kept_count > 0 AND q.max_size > 0 THEN
+            -- maxSize: what the queue holds that its slowest group has not consumed (all of
+            -- it on a partition no group reads). A group that would pass it fails whole. Only
+            -- this partition is locked, so concurrent pushes to other partitions make it a
+            -- soft bound.
+            SELECT coalesce(sum(pp.next_offset - coalesce(
+                       (SELECT min(cs.cursor_offset) FROM queen.consumer_state cs
+                         WHERE cs.partition_id = pp.id),
+                       (SELECT min(sg.first_offset) FROM queen.segments sg
+                         WHERE sg.partition_id = pp.id),
+                       pp.next_offset)), 0)
+              INTO held
+              FROM queen.partitions pp WHERE pp.queue_id = q.id;
+            IF held + kept_count > q.max_size THEN
+                segment_no := s; item_no := NULL; outcome := 'full'; partition_id := seg_ids[s];
+                ref_offset := NULL; ref_first_offset := NULL; ref_frames := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
         END IF;
 
         IF kept_count > 0 THEN
