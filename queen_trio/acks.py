@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from typing import Any
 
@@ -10,7 +9,8 @@ import attrs
 import trio
 
 from .consume import consumer_group, format_millis
-from .database import Database, is_connection_failure
+from .database import Database
+from .fusion import CallFusion, Fusable
 from .push import BadRequest
 from .wakeups import WakeRegistry
 
@@ -84,70 +84,35 @@ def parse_single_ack(body: Any) -> tuple[str, Ack]:
 
 
 @attrs.define(eq=False)
-class _AckRequest:
+class _AckRequest(Fusable):
     group: str
     acks: list[Ack]
-    done: trio.Event = attrs.Factory(trio.Event)
     results: list[dict[str, Any]] = attrs.Factory(list)
-    failure: BaseException | None = None
 
 
 class AckLane:
-    """Fuses concurrent ack requests into one ack_batch call: one bridge crossing and one round
-    trip for all of them. Like the push lane, a call dispatches at once when none is in flight,
-    and what arrives meanwhile goes in the next one. A failed fused call is split so that only
-    the bad request fails. A request's results never depend on its neighbours beyond the order
-    the database applies them in (partition id, then offset), a valid serial order."""
+    """Concurrent ack requests share one ack_batch call (`fusion.CallFusion`). A request's
+    results never depend on its neighbours beyond the order the database applies them in
+    (partition id, then offset), which is a valid serial order."""
 
-    def __init__(self, db: Database, wakeups: WakeRegistry, *, callers: int = 2) -> None:
+    def __init__(self, db: Database, wakeups: WakeRegistry) -> None:
         self._db = db
         self._wakeups = wakeups
-        self._callers = callers
-        self._send, self._receive = trio.open_memory_channel[_AckRequest](math.inf)
-        self.calls = 0
+        self.fusion = CallFusion[_AckRequest](self._call)
 
     async def settle(self, group: str, acks: list[Ack]) -> list[dict[str, Any]]:
         """Apply the acks; one result per ack, in request order."""
         if not acks:
             return []
         request = _AckRequest(group, acks)
-        self._send.send_nowait(request)
-        await request.done.wait()
-        if request.failure is not None:
-            raise request.failure
+        await self.fusion.submit(request)
         return request.results
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            for _ in range(self._callers):
-                nursery.start_soon(self._caller)
-            task_status.started()
-
-    async def _caller(self) -> None:
-        while True:
-            batch = [await self._receive.receive()]
-            while True:
-                try:
-                    batch.append(self._receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            # A started call is never cancelled: its acks land or fail whole.
-            with trio.CancelScope(shield=True):
-                await self._call(batch)
+        await self.fusion.run(task_status=task_status)
 
     async def _call(self, batch: list[_AckRequest]) -> None:
-        try:
-            rows = await self._db.fetch(ACK_SQL, *_ack_arguments(batch))
-            self.calls += 1
-        except Exception as exc:
-            if len(batch) > 1 and not is_connection_failure(exc):
-                for request in batch:
-                    await self._call([request])
-                return
-            for request in batch:
-                request.failure = exc
-                request.done.set()
-            return
+        rows = await self._db.fetch(ACK_SQL, *_ack_arguments(batch))
         _apply_ack_rows(batch, rows, self._wakeups)
 
 
@@ -179,7 +144,6 @@ def _apply_ack_rows(batch: list[_AckRequest], rows: list[Any], wakeups: WakeRegi
         }
     for request in batch:
         request.results = [r for r in slots[id(request)] if r is not None]
-        request.done.set()
 
 
 def parse_extend(body: Any) -> int:

@@ -61,6 +61,7 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
         reclaimer = PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                        interval=settings.partition_cleanup_interval_seconds)
         listener = NotifyListener(wakeups, database_url)
+        # Acks and claims fuse their database calls like the push lane (queen_trio/fusion.py).
         broker = Broker(settings, db, lane, directory, cipher,
                         Publisher(lane, directory, cipher), reclaimer, wakeups, listener,
                         Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups))
@@ -70,6 +71,7 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
                 await services.start(reclaimer.run)
                 await services.start(listener.run)
                 await services.start(broker.ack_lane.run)
+                await services.start(broker.consumer.run)
                 try:
                     yield broker
                 finally:

@@ -14,6 +14,7 @@ from . import frames as framing
 from . import ids
 from .database import Database
 from .encryption import PayloadCipher
+from .fusion import CallFusion, Fusable
 from .push import BadRequest
 from .settings import Settings
 from .wakeups import WakeRegistry
@@ -23,6 +24,7 @@ MAX_BATCH = 10_000
 MAX_PARTITIONS = 1_000
 MAX_TIMEOUT_MS = 3_600_000
 POP_SQL = "SELECT * FROM queen.pop_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+POP_MANY_SQL = "SELECT * FROM queen.pop_many($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 NAMESPACE_QUEUES_SQL = """
 SELECT q.name FROM queen.queues q
  WHERE ($1::text IS NULL OR q.namespace = $1) AND ($2::text IS NULL OR q.task = $2)
@@ -155,6 +157,14 @@ def format_millis(value: dt.datetime) -> str:
     return format_created_at(value)[:-4] + "Z"
 
 
+@attrs.define(eq=False)
+class _ClaimRequest(Fusable):
+    """One queue's claim within a pop attempt: the pop_claim arguments, and its rows."""
+
+    args: tuple[Any, ...]
+    rows: list[Any] = attrs.Factory(list)
+
+
 @attrs.define
 class _Claimed:
     queue: str
@@ -169,6 +179,30 @@ class Consumer:
         self._cipher = cipher
         self._wakeups = wakeups
         self._settings = settings
+        # Claims of groups that joined their queue share pop_many calls; a group's first
+        # contact (it may lock the queue row to join) goes alone through pop_claim.
+        self.claims = CallFusion[_ClaimRequest](self._claim_many)
+        self._joined: set[tuple[str, str]] = set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.claims.run(task_status=task_status)
+
+    async def _claim_many(self, batch: list[_ClaimRequest]) -> None:
+        columns = list(zip(*(request.args for request in batch), strict=True))
+        rows = await self._db.fetch(POP_MANY_SQL, *columns)
+        for row in rows:
+            batch[row["request_no"] - 1].rows.append(row)
+
+    async def _claim(self, *args: Any) -> list[Any]:
+        queue, group = args[0], args[2]
+        if (queue, group) not in self._joined:
+            rows = await self._db.fetch(POP_SQL, *args)
+            if rows:  # the queue exists, so the group has joined it
+                self._joined.add((queue, group))
+            return rows
+        request = _ClaimRequest(args)
+        await self.claims.submit(request)
+        return request.rows
 
     def _backoff_seconds(self, empty_checks: int) -> float:
         s = self._settings
@@ -212,8 +246,8 @@ class Consumer:
         next_check: dt.datetime | None = None
         remaining = req.batch
         for queue in queues:
-            rows = await self._db.fetch(
-                POP_SQL, queue, req.partition, req.group, remaining, req.partitions,
+            rows = await self._claim(
+                queue, req.partition, req.group, remaining, req.partitions,
                 lease_id, req.auto_ack, req.start_mode, req.start_from)
             got = self._decode(queue, rows, req, "" if req.auto_ack else str(lease_id),
                                claimed, messages)

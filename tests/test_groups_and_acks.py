@@ -270,10 +270,10 @@ async def test_ack_lane_fuses_requests_of_several_groups_into_one_call(client, b
 
     batch = [request("g1", one["messages"][0]), request("g2", two["messages"][0], "failed"),
              request("g2", three["messages"][0]), request("g1", three["messages"][0])]
-    lane = broker.ack_lane
-    before = lane.calls
-    await lane._call(batch)
-    assert lane.calls == before + 1
+    fusion = broker.ack_lane.fusion
+    before = fusion.calls
+    await fusion.dispatch(batch)
+    assert fusion.calls == before + 1
     assert [r.results[0]["success"] for r in batch] == [True, True, True, False]
     assert batch[3].results[0]["error"] == "Invalid or expired lease"  # g2's lease, not g1's
     assert batch[1].results[0]["leaseReleased"] is True
