@@ -22,6 +22,7 @@ from .maintenance import PartitionReclaimer
 from .publisher import Publisher
 from .queues import QueueDirectory
 from .settings import Settings
+from .transactions import TransactionRunner
 from .wakeups import NotifyListener, WakeRegistry
 
 log = logging.getLogger("queen_trio.broker")
@@ -40,6 +41,7 @@ class Broker:
     listener: NotifyListener
     consumer: Consumer
     ack_lane: AckLane
+    transactions: TransactionRunner
 
 
 @asynccontextmanager
@@ -62,9 +64,10 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
                                        interval=settings.partition_cleanup_interval_seconds)
         listener = NotifyListener(wakeups, database_url)
         # Acks and claims fuse their database calls like the push lane (queen_trio/fusion.py).
-        broker = Broker(settings, db, lane, directory, cipher,
-                        Publisher(lane, directory, cipher), reclaimer, wakeups, listener,
-                        Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups))
+        publisher = Publisher(lane, directory, cipher)
+        broker = Broker(settings, db, lane, directory, cipher, publisher, reclaimer, wakeups,
+                        listener, Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups),
+                        TransactionRunner(db, publisher, directory, wakeups))
         async with trio.open_nursery() as nursery:
             await nursery.start(lane.run)
             async with trio.open_nursery() as services:

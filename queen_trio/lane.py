@@ -62,6 +62,7 @@ class Segment:
     done: trio.Event = attrs.Factory(trio.Event)
     outcome: str = "pending"  # queued | stale | full | failed | unavailable
     error: str | None = None
+    partition_id: str | None = None  # known once queued
 
     @classmethod
     def fuse(cls, groups: list[PackedGroup]) -> Segment:
@@ -124,6 +125,7 @@ def _apply_bundle_rows(segments: list[Segment], rows: Iterable[asyncpg.Record]) 
                 item.original_id = str(frames.frame_at(stored, index).message_id)
         else:
             outcomes[row["segment_no"]] = row["outcome"]
+            seg.partition_id = str(row["partition_id"])
     for number, seg in enumerate(segments, start=1):
         outcome = outcomes.get(number, "failed")
         if outcome == "queued":

@@ -29,7 +29,7 @@ class Publisher:
         for attempt in range(MAX_STALE_RETRIES + 1):
             submitted: list[PackedGroup] = []
             for group in pending:
-                packed = self._pack(group, producer_sub)
+                packed = self.pack(group, producer_sub)
                 try:
                     self._lane.submit(packed)
                 except LaneClosed as exc:
@@ -50,7 +50,8 @@ class Publisher:
                 item.status, item.error = "failed", "queue configuration kept changing"
         return _http_status(items), [item.result() for item in items]
 
-    def _pack(self, group: Any, producer_sub: str | None) -> PackedGroup:
+    def pack(self, group: Any, producer_sub: str | None) -> PackedGroup:
+        """Pack a group under what the broker assumes about its queue (encrypting if asked)."""
         facts = self._directory.assumed(group.queue)
         encrypt = None
         if facts.encryption_enabled:

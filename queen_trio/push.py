@@ -79,6 +79,8 @@ class PushItem:
     original_id: str | None = None
     # Set on a within-request (or within-segment) duplicate: the item whose outcome it shares.
     winner: PushItem | None = None
+    # Only a transaction push may carry one (seed: traceId is ignored on /push).
+    trace_id: bytes | None = None
 
     def outcome(self) -> tuple[str, str]:
         """(status, message id) as answered: a duplicate carries its winner's outcome."""
@@ -127,6 +129,13 @@ def parse_push_body(body: bytes) -> list[PushItem]:
     if wire.items is UNSET:
         raise BadRequest("items array is required")
     return [_parse_item(i, item) for i, item in enumerate(wire.items)]
+
+
+def build_item(index: int, queue: Any, partition: Any, transaction_id: Any,
+               payload: bytes) -> PushItem:
+    """Validate the names of one item and give it its identity (used by /transaction)."""
+    return _parse_item(index, _WireItem(queue=queue, partition=partition,
+                                        transactionId=transaction_id, payload=Raw(payload)))
 
 
 def _parse_item(index: int, item: _WireItem) -> PushItem:
@@ -221,7 +230,7 @@ def pack_group(
         payload = encrypt(item.payload) if encrypt is not None else item.payload
         packed.append(frames.pack(
             item.message_id.bytes, item.transaction_id.encode(), payload,
-            producer_sub=sub, encrypted=encrypt is not None,
+            producer_sub=sub, trace_id=item.trace_id, encrypted=encrypt is not None,
         ))
         writers.append(item)
     return PackedGroup(group, encryption_assumed, dedup, writers, packed)

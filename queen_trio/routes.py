@@ -18,6 +18,7 @@ from .http import (
 )
 from .push import parse_push_body
 from .queues import QueueFacts, configure, delete_queue, parse_configure
+from .transactions import parse_transaction
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 # Routes of the reference contract that this broker does not serve yet: they answer 501 with
 # an error body (docs/api.md lists them), never a silent 404 or a fake success.
 NOT_BUILT = [
-    ("POST", "/api/v1/transaction"),
     ("POST", "/api/v1/traces"),
     ("GET", "/api/v1/traces/:partitionId/:transactionId"),
     ("GET", "/api/v1/traces/by-name/:traceName"),
@@ -94,7 +94,12 @@ def create_app(broker: Broker) -> App:
         broker.directory.forget(name)
         return json_response(200, reply)
 
+    async def transaction(request: Request) -> Response:
+        ops, leases = parse_transaction(request.body)
+        return json_response(200, await broker.transactions.run(ops, leases, request.subject))
+
     router.add("POST", "/api/v1/push", push)
+    router.add("POST", "/api/v1/transaction", transaction)
     router.add("GET", "/api/v1/pop/queue/:queue", pop)
     router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop)
     router.add("GET", "/api/v1/pop", pop)

@@ -64,3 +64,11 @@ async def test_official_client_consumes_acks_renews_and_reads_the_dlq(http_url):
     assert r["dlq"]["errors"] == ["cannot handle"]
     assert r["partition_pop"] == [["p1", "one"]]
     assert r["deleted"]["deleted"] is True
+
+
+async def test_official_client_transaction_acks_and_pushes_together(http_url):
+    r = await run_client("transaction_flow.py", http_url)
+    assert r["commit"]["success"] is True
+    assert [x["type"] for x in r["commit"]["results"]] == ["ack", "push"]
+    assert r["input_left"] == []
+    assert r["output"] == [{"done": 1}]

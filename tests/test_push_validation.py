@@ -106,7 +106,6 @@ async def test_wrong_method_unknown_route_and_options(client):
 
 
 @pytest.mark.parametrize(("method", "path"), [
-    ("POST", "/api/v1/transaction"),
     ("POST", "/api/v1/traces"),
     ("GET", "/api/v1/status/buffers"),
 ])
