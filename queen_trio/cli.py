@@ -24,11 +24,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="embedded PostgreSQL and spool directory (QUEEN_DATA_DIR)")
     serve.add_argument("--database-url", help="external PostgreSQL (DATABASE_URL or PG_*)")
     serve.add_argument("--log-level", help="LOG_LEVEL (default warning)")
+    trace = commands.add_parser("trace", help="print a trace's timeline")
+    trace.add_argument("name", help="the trace name (traceNames of POST /api/v1/traces)")
+    trace.add_argument("--url", default="http://localhost:6632", help="the broker's base URL")
+    trace.add_argument("--token", help="a bearer token, when the broker checks them")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "trace":
+        from .trace_cli import run
+
+        return run(args.url, args.name, args.token)
     try:
         settings = Settings.from_env(
             host=args.host, port=args.port, data_dir=args.data_dir,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import __version__, acks
+from . import __version__, acks, traces
 from .consume import parse_pop
 from .dlq import read_dead_letters
 from .http import (
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 # Routes of the reference contract that this broker does not serve yet: they answer 501 with
 # an error body (docs/api.md lists them), never a silent 404 or a fake success.
 NOT_BUILT = [
-    ("POST", "/api/v1/traces"),
-    ("GET", "/api/v1/traces/:partitionId/:transactionId"),
-    ("GET", "/api/v1/traces/by-name/:traceName"),
-    ("GET", "/api/v1/traces/names"),
     ("GET", "/api/v1/status/buffers"),
 ]
 
@@ -98,6 +94,25 @@ def create_app(broker: Broker) -> App:
         ops, leases = parse_transaction(request.body)
         return json_response(200, await broker.transactions.run(ops, leases, request.subject))
 
+    async def record_trace(request: Request) -> Response:
+        return json_response(201, await traces.record(broker.db, request.json()))
+
+    async def trace_names(request: Request) -> Response:
+        return json_response(200, await traces.names(broker.db, request.query))
+
+    async def trace_by_name(request: Request) -> Response:
+        return json_response(200, await traces.by_name(
+            broker.db, broker.cipher, request.params["traceName"], request.query))
+
+    async def trace_of_message(request: Request) -> Response:
+        return json_response(200, await traces.by_message(
+            broker.db, request.params["partitionId"], request.params["transactionId"]))
+
+    router.add("POST", "/api/v1/traces", record_trace)
+    # Literal routes first: "names" and "by-name" are not partition ids.
+    router.add("GET", "/api/v1/traces/names", trace_names)
+    router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name)
+    router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message)
     router.add("POST", "/api/v1/push", push)
     router.add("POST", "/api/v1/transaction", transaction)
     router.add("GET", "/api/v1/pop/queue/:queue", pop)

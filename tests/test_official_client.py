@@ -72,3 +72,13 @@ async def test_official_client_transaction_acks_and_pushes_together(http_url):
     assert [x["type"] for x in r["commit"]["results"]] == ["ack", "push"]
     assert r["input_left"] == []
     assert r["output"] == [{"done": 1}]
+    assert r["trace_results"][0]["success"] is True
+
+
+async def test_official_client_trace_is_readable_by_name(http_url, client):
+    await run_client("transaction_flow.py", http_url)
+    body = (await client.get("/api/v1/traces/by-name/client-flow")).json()
+    assert body["total"] == 1
+    assert body["traces"][0]["data"] == {"seen": 1}
+    assert body["traces"][0]["event_type"] == "step"
+    assert body["traces"][0]["queue_name"] == "tx.traced"

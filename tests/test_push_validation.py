@@ -106,7 +106,6 @@ async def test_wrong_method_unknown_route_and_options(client):
 
 
 @pytest.mark.parametrize(("method", "path"), [
-    ("POST", "/api/v1/traces"),
     ("GET", "/api/v1/status/buffers"),
 ])
 async def test_routes_not_built_yet_answer_501(client, method, path):

@@ -20,6 +20,18 @@ async def main(url: str) -> dict:
         r["input_left"] = await q.queue("tx.in").batch(5).wait(False).pop()
         out = await q.queue("tx.out").batch(5).wait(False).pop()
         r["output"] = [m["data"] for m in out]
+        await q.ack(out, True)
+
+        # msg["trace"](...) inside consume(), as the official client attaches it.
+        await q.queue("tx.traced").push([{"data": {"n": 1}}])
+        traced: list = []
+
+        async def handler(message):
+            traced.append(await message["trace"]({"traceName": "client-flow", "eventType": "step",
+                                                 "data": {"seen": message["data"]["n"]}}))
+
+        await q.queue("tx.traced").batch(1).limit(1).wait(True).timeout_millis(2000).consume(handler)
+        r["trace_results"] = traced
     return r
 
 
