@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from .acks import AckLane
+from .auth import Authenticator, AuthSettings
 from .consume import Consumer
 from .database import Database, open_database
 from .encryption import PayloadCipher
@@ -42,10 +43,14 @@ class Broker:
     consumer: Consumer
     ack_lane: AckLane
     transactions: TransactionRunner
+    auth: Authenticator
 
 
 @asynccontextmanager
 async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Broker]:
+    # Before anything else: a JWKS that cannot be read refuses to start (ConfigError).
+    auth = Authenticator(settings.auth or AuthSettings())
+    await auth.start()
     async with open_database(
         database_url,
         pool_size=settings.db_pool_size,
@@ -67,7 +72,7 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
         publisher = Publisher(lane, directory, cipher)
         broker = Broker(settings, db, lane, directory, cipher, publisher, reclaimer, wakeups,
                         listener, Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups),
-                        TransactionRunner(db, publisher, directory, wakeups))
+                        TransactionRunner(db, publisher, directory, wakeups), auth)
         async with trio.open_nursery() as nursery:
             await nursery.start(lane.run)
             async with trio.open_nursery() as services:

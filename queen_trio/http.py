@@ -80,6 +80,7 @@ class Route:
     method: str
     pattern: re.Pattern[str]
     handler: Handler
+    access: str  # the level a caller needs (queen_trio.auth)
 
 
 def _compile(template: str) -> re.Pattern[str]:
@@ -96,10 +97,10 @@ class Router:
     def __init__(self) -> None:
         self._routes: list[Route] = []
 
-    def add(self, method: str, template: str, handler: Handler) -> None:
-        self._routes.append(Route(method, _compile(template), handler))
+    def add(self, method: str, template: str, handler: Handler, *, access: str) -> None:
+        self._routes.append(Route(method, _compile(template), handler, access))
 
-    def resolve(self, method: str, raw_path: str) -> tuple[Handler, dict[str, str]]:
+    def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         allowed = False
         for route in self._routes:
             match = route.pattern.match(raw_path)
@@ -110,7 +111,7 @@ class Router:
                 continue
             # Path parameters arrive percent-encoded; decode each one on its own, so an
             # encoded "/" stays inside its parameter.
-            return route.handler, {k: unquote(v) for k, v in match.groupdict().items()}
+            return route, {k: unquote(v) for k, v in match.groupdict().items()}
         if allowed:
             raise HTTPError(405, f"Method {method} not allowed on {raw_path}")
         raise HTTPError(404, f"Route not found: {method} {raw_path}")
@@ -145,13 +146,14 @@ class App:
         raw_path = scope.get("raw_path") or scope["path"].encode()
         path = raw_path.decode("utf-8", "replace").split("?", 1)[0]
         try:
-            handler, params = self.router.resolve(method, path)
+            route, params = self.router.resolve(method, path)
             headers = dict(scope["headers"])
+            subject = await self.broker.auth.authenticate(headers, route.access)
             body = await self._read_body(headers, receive)
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
                                    keep_blank_values=True))
-            request = Request(method, path, params, query, headers, body)
-            return await handler(request)
+            request = Request(method, path, params, query, headers, body, subject)
+            return await route.handler(request)
         except HTTPError as exc:
             response = error_response(exc.status, str(exc))
             response.headers.extend(exc.headers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import __version__, acks, traces
+from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE
 from .consume import parse_pop
 from .dlq import read_dead_letters
 from .http import (
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # Routes of the reference contract that this broker does not serve yet: they answer 501 with
 # an error body (docs/api.md lists them), never a silent 404 or a fake success.
 NOT_BUILT = [
-    ("GET", "/api/v1/status/buffers"),
+    ("GET", "/api/v1/status/buffers", READ),
 ]
 
 
@@ -108,25 +109,25 @@ def create_app(broker: Broker) -> App:
         return json_response(200, await traces.by_message(
             broker.db, request.params["partitionId"], request.params["transactionId"]))
 
-    router.add("POST", "/api/v1/traces", record_trace)
+    router.add("POST", "/api/v1/traces", record_trace, access=WRITE)
     # Literal routes first: "names" and "by-name" are not partition ids.
-    router.add("GET", "/api/v1/traces/names", trace_names)
-    router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name)
-    router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message)
-    router.add("POST", "/api/v1/push", push)
-    router.add("POST", "/api/v1/transaction", transaction)
-    router.add("GET", "/api/v1/pop/queue/:queue", pop)
-    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop)
-    router.add("GET", "/api/v1/pop", pop)
-    router.add("POST", "/api/v1/ack", ack_one)
-    router.add("POST", "/api/v1/ack/batch", ack_batch)
-    router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease)
-    router.add("GET", "/api/v1/dlq", dead_letters)
-    router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue)
-    router.add("POST", "/api/v1/configure", configure_queue)
-    router.add("GET", "/health", health)
-    for method, template in NOT_BUILT:
-        router.add(method, template, _not_built(method, template))
+    router.add("GET", "/api/v1/traces/names", trace_names, access=READ)
+    router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name, access=READ)
+    router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message, access=READ)
+    router.add("POST", "/api/v1/push", push, access=PUSH)
+    router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
+    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE)
+    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop, access=WRITE)
+    router.add("GET", "/api/v1/pop", pop, access=WRITE)
+    router.add("POST", "/api/v1/ack", ack_one, access=WRITE)
+    router.add("POST", "/api/v1/ack/batch", ack_batch, access=WRITE)
+    router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease, access=WRITE)
+    router.add("GET", "/api/v1/dlq", dead_letters, access=READ)
+    router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue, access=ADMIN)
+    router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
+    router.add("GET", "/health", health, access=PUBLIC)
+    for method, template, access in NOT_BUILT:
+        router.add(method, template, _not_built(method, template), access=access)
     return App(broker, router)
 
 

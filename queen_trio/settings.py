@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from .auth import AuthSettings
 
 
 class ConfigError(Exception):
@@ -48,6 +52,8 @@ class Settings:
     pop_wait_backoff_multiplier: float = 2.0
     pop_wait_max_interval_ms: int = 1000
     log_level: str = "warning"
+    # None: authentication off (JWT_ENABLED unset).
+    auth: AuthSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -84,6 +90,9 @@ class Settings:
         take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
         take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
         values["database_url"] = database_url_from_env(env)
+        from .auth import AuthSettings
+
+        values["auth"] = AuthSettings.from_env(env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
