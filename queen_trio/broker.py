@@ -19,7 +19,7 @@ from .consume import Consumer
 from .database import Database, open_database
 from .encryption import PayloadCipher
 from .lane import PushLane
-from .maintenance import PartitionReclaimer
+from .maintenance import PartitionReclaimer, RetentionService
 from .publisher import Publisher
 from .queues import QueueDirectory
 from .settings import Settings
@@ -77,6 +77,9 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
             await nursery.start(lane.run)
             async with trio.open_nursery() as services:
                 await services.start(reclaimer.run)
+                await services.start(RetentionService(
+                    db, interval=settings.retention_interval_seconds,
+                    batch=settings.retention_batch_size).run)
                 await services.start(listener.run)
                 await services.start(broker.ack_lane.run)
                 await services.start(broker.consumer.run)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import asyncpg
 import trio
@@ -16,15 +17,18 @@ from .database import Database
 
 log = logging.getLogger("queen_trio.maintenance")
 
+T = TypeVar("T")
+
 RECLAIM_LOCK_KEY = 0x51_75_65_65_6E_01
+RETENTION_LOCK_KEY = 0x51_75_65_65_6E_02
 
 
 async def run_exclusive(
-    db: Database, lock_key: int, work: Callable[[asyncpg.Connection], Awaitable[int]]
-) -> int | None:
+    db: Database, lock_key: int, work: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T | None:
     """Run `work` in a transaction holding `lock_key`; None when another broker has it."""
 
-    async def run(conn: asyncpg.Connection) -> int | None:
+    async def run(conn: asyncpg.Connection) -> T | None:
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key):
             return None
         return await work(conn)
@@ -66,4 +70,40 @@ class PartitionReclaimer:
                 if deleted:
                     self.reclaimed += deleted
                     log.info("partitions reclaimed", extra={"count": deleted})
+            await trio.sleep(self._interval)
+
+
+async def retention_pass(db: Database, *, now: dt.datetime | None = None,
+                         limit: int = 1000) -> dict[str, int] | None:
+    """One retention, eviction and pruning pass as of `now`; None when another broker runs it."""
+
+    async def work(conn: asyncpg.Connection) -> dict[str, int]:
+        row = await conn.fetchrow("SELECT * FROM queen.retention_pass($1, $2)", now, limit)
+        return dict(row)
+
+    return await run_exclusive(db, RETENTION_LOCK_KEY, work)
+
+
+class RetentionService:
+    """retentionSeconds, completedRetentionSeconds, maxWaitTimeSeconds and dedup-index pruning,
+    every `interval` seconds, on one broker at a time."""
+
+    def __init__(self, db: Database, *, interval: float, batch: int) -> None:
+        self._db = db
+        self._interval = interval
+        self._batch = batch
+        self.totals = {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            try:
+                done = await retention_pass(self._db, limit=self._batch)
+            except Exception as exc:  # the next pass retries; the broker keeps serving
+                log.warning("retention pass failed", extra={"error": str(exc)})
+            else:
+                if done and any(done.values()):
+                    for key, value in done.items():
+                        self.totals[key] += value
+                    log.info("retention pass", extra=done)
             await trio.sleep(self._interval)

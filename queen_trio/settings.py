@@ -42,6 +42,8 @@ class Settings:
     encryption_key: str | None = None
     partition_cleanup_days: int = 30
     partition_cleanup_interval_seconds: float = 3600.0
+    retention_interval_seconds: float = 300.0
+    retention_batch_size: int = 1000
     graceful_timeout_seconds: float = 10.0
     # Pops.
     default_batch_size: int = 1
@@ -81,6 +83,8 @@ class Settings:
         take("QUEEN_MAX_BODY_BYTES", "max_body_bytes", int)
         take("QUEEN_ENCRYPTION_KEY", "encryption_key")
         take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
+        take("RETENTION_INTERVAL", "retention_interval_seconds", milliseconds)
+        take("RETENTION_BATCH_SIZE", "retention_batch_size", int)
         take("LOG_LEVEL", "log_level")
         take("DEFAULT_BATCH_SIZE", "default_batch_size", int)
         take("DEFAULT_TIMEOUT", "default_timeout_ms", int)
@@ -117,6 +121,11 @@ class Settings:
             raise ConfigError("POP_WAIT_*_INTERVAL_MS must be positive")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
+
+
+def milliseconds(text: str) -> float:
+    """An integer number of milliseconds, as seconds."""
+    return int(text) / 1000
 
 
 def database_url_from_env(env: Mapping[str, str]) -> str | None:
