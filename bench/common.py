@@ -81,7 +81,8 @@ def process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | 
 @contextmanager
 def broker(database_url: str, extra_env: dict[str, str] | None = None):
     port = free_port()
-    env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning", **(extra_env or {})}
+    env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
+           "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"), **(extra_env or {})}
     cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port", str(port)]
     with process(cmd, env, f"http://127.0.0.1:{port}/health") as proc:
         yield f"http://127.0.0.1:{port}", proc

@@ -79,6 +79,32 @@ class Database:
         self._loop = loop
         self.url = url
         self._counters = _Counters()
+        # Set once the schema is migrated; calls before that raise DatabaseUnavailable.
+        self.ready = trio.Event()
+
+    async def _ensure_schema(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                             retry_seconds: float = 1.0) -> None:
+        """Migrate now if the database answers; otherwise let the broker start and keep trying."""
+        started = False
+        while True:
+            try:
+                applied = await migrate(self.url)
+            except Exception as exc:
+                if not is_connection_failure(exc):
+                    raise
+                if not started:
+                    log.warning("database unreachable at start; pushes will spool",
+                                extra={"error": str(exc)})
+                    task_status.started()
+                    started = True
+                await trio.sleep(retry_seconds)
+                continue
+            if applied:
+                log.info("migrations applied", extra={"versions": applied})
+            self.ready.set()
+            if not started:
+                task_status.started()
+            return
 
     def statistics(self) -> DatabaseStatistics:
         c = self._counters
@@ -96,6 +122,8 @@ class Database:
 
         Connection-level failures are raised as DatabaseUnavailable; anything else as is.
         """
+        if not self.ready.is_set():
+            raise DatabaseUnavailable("the schema is not applied yet (database unreachable)")
         c = self._counters
         c.calls += 1
         c.in_flight += 1
@@ -181,7 +209,7 @@ async def migrate(url: str) -> list[str]:
     """Apply pending migrations; safe when several brokers start together (advisory lock)."""
 
     async def run() -> list[str]:
-        conn = await asyncpg.connect(url)
+        conn = await asyncpg.connect(url, timeout=5)
         try:
             return await _apply_migrations(conn)
         finally:
@@ -204,17 +232,18 @@ async def open_database(
     connect_timeout_ms: int = 2_000,
     apply_migrations: bool = True,
 ) -> AsyncIterator[Database]:
-    """Open the trio-asyncio loop and the pool; apply migrations; close both on exit."""
+    """Open the trio-asyncio loop and the pool; apply migrations; close both on exit.
+
+    A database that cannot be reached does not stop the broker from starting (pushes spool
+    meanwhile): the pool connects lazily, and migrations are retried in the background; until
+    they are applied every call raises DatabaseUnavailable.
+    """
     async with trio_asyncio.open_loop() as loop:
-        if apply_migrations:
-            applied = await migrate(url)
-            if applied:
-                log.info("migrations applied", extra={"versions": applied})
 
         async def create() -> asyncpg.Pool:
             return await asyncpg.create_pool(
                 url,
-                min_size=min(2, pool_size),
+                min_size=0,
                 max_size=pool_size,
                 # The broker never leaves session state behind (no SET, no session locks, no
                 # LISTEN on pool connections; transactions are always closed), so the default
@@ -232,8 +261,15 @@ async def open_database(
             )
 
         pool = await trio_asyncio.aio_as_trio(create)()
+        db = Database(pool, url, loop)
         try:
-            yield Database(pool, url, loop)
+            async with trio.open_nursery() as nursery:
+                if apply_migrations:
+                    await nursery.start(db._ensure_schema)
+                else:
+                    db.ready.set()
+                yield db
+                nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(10):

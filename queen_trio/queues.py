@@ -48,6 +48,10 @@ class QueueDirectory:
     def assumed(self, queue: str) -> QueueFacts:
         return self._facts.get(queue, IMPLICIT_FACTS)
 
+    def known(self, queue: str) -> QueueFacts | None:
+        """What was read from the database (None: never looked it up or configured it here)."""
+        return self._facts.get(queue)
+
     def remember(self, queue: str, facts: QueueFacts) -> None:
         self._facts[queue] = facts
 

@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
 # Routes of the reference contract that this broker does not serve yet: they answer 501 with
 # an error body (docs/api.md lists them), never a silent 404 or a fake success.
-NOT_BUILT = [
-    ("GET", "/api/v1/status/buffers", READ),
-]
+NOT_BUILT: list[tuple[str, str, str]] = []
 
 
 def create_app(broker: Broker) -> App:
@@ -114,6 +112,13 @@ def create_app(broker: Broker) -> App:
     router.add("GET", "/api/v1/traces/names", trace_names, access=READ)
     router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name, access=READ)
     router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message, access=READ)
+    async def buffers(request: Request) -> Response:
+        stats = broker.spool.statistics()
+        return json_response(200, {"pending": stats.pending, "failed": stats.failed,
+                                   "files": stats.files, "dbHealthy": await broker.db.ping(),
+                                   "directory": str(broker.spool.directory)})
+
+    router.add("GET", "/api/v1/status/buffers", buffers, access=READ)
     router.add("POST", "/api/v1/push", push, access=PUSH)
     router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
     router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE)

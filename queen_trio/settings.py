@@ -43,6 +43,9 @@ class Settings:
     partition_cleanup_days: int = 30
     partition_cleanup_interval_seconds: float = 3600.0
     retention_interval_seconds: float = 300.0
+    # None: <data_dir>/spool.
+    spool_dir: Path | None = None
+    spool_records_per_file: int = 10_000
     retention_batch_size: int = 1000
     graceful_timeout_seconds: float = 10.0
     # Pops.
@@ -85,6 +88,8 @@ class Settings:
         take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
         take("RETENTION_INTERVAL", "retention_interval_seconds", milliseconds)
         take("RETENTION_BATCH_SIZE", "retention_batch_size", int)
+        take("FILE_BUFFER_DIR", "spool_dir", Path)
+        take("FILE_BUFFER_EVENTS_PER_FILE", "spool_records_per_file", int)
         take("LOG_LEVEL", "log_level")
         take("DEFAULT_BATCH_SIZE", "default_batch_size", int)
         take("DEFAULT_TIMEOUT", "default_timeout_ms", int)
@@ -101,6 +106,10 @@ class Settings:
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
         return settings
+
+    @property
+    def spool_directory(self) -> Path:
+        return self.spool_dir if self.spool_dir is not None else self.data_dir / "spool"
 
     def check(self) -> None:
         if not 0 < self.port < 65536:

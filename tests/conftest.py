@@ -87,8 +87,13 @@ def database_url(admin_url: str) -> Iterator[str]:
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:
+    import tempfile
+    from pathlib import Path
+
+    # Every broker of a test gets its own spool directory (one broker per directory).
     values: dict[str, object] = {"database_url": database_url, "db_pool_size": 10,
-                                 "push_shards": 2, "port": 6632}
+                                 "push_shards": 2, "port": 6632,
+                                 "spool_dir": Path(tempfile.mkdtemp(prefix="queen-spool-"))}
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
 

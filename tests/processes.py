@@ -26,6 +26,9 @@ async def broker_process(env: dict[str, str] | None = None,
     port = free_port()
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("DATABASE_URL", "PG_HOST", "PG_PORT", "PG_USER", "PG_DB")}
+    import tempfile
+
+    full_env["FILE_BUFFER_DIR"] = tempfile.mkdtemp(prefix="queen-spool-")
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1",
            "--port", str(port), *(args or [])]

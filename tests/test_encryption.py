@@ -53,7 +53,8 @@ async def test_bad_key_stores_plaintext_with_one_warning(database_url, caplog, b
 async def test_queue_encrypted_by_another_broker_is_repacked(database_url):
     """Broker B believes the queue is plaintext; broker A turns encryption on meanwhile."""
     settings = make_settings(database_url, encryption_key=KEY)
-    async with open_broker(settings, database_url) as a, open_broker(settings, database_url) as b:
+    other = make_settings(database_url, encryption_key=KEY)  # its own spool directory
+    async with open_broker(settings, database_url) as a, open_broker(other, database_url) as b:
         ca = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(a)), base_url="http://a")
         cb = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(b)), base_url="http://b")
         async with ca, cb:

@@ -82,9 +82,9 @@ async def test_leaving_the_broker_flushes_every_accepted_group(database_url):
     del db
 
 
-async def test_lane_refuses_pushes_after_close(broker):
+async def test_a_push_after_the_lane_closed_is_spooled_not_dropped(broker):
     broker.lane.close()
     status, results = await broker.publisher.push(parse_push_body(body()), None)
-    assert status == 503
-    assert results[0]["status"] == "failed"
-    assert "shutting down" in results[0]["error"]
+    assert status == 201
+    assert results[0]["status"] == "buffered"
+    assert broker.spool.statistics().pending == 1

@@ -105,10 +105,3 @@ async def test_wrong_method_unknown_route_and_options(client):
     assert r.headers["access-control-allow-origin"] == "*"
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "/api/v1/status/buffers"),
-])
-async def test_routes_not_built_yet_answer_501(client, method, path):
-    r = await client.request(method, path)
-    assert r.status_code == 501
-    assert "not implemented" in r.json()["error"]

@@ -29,7 +29,9 @@ CREATE FUNCTION queen.push_bundle(
     p_counts    integer[],
     p_frames    bytea[],
     p_ends      integer[],
-    p_txids     text[]
+    p_txids     text[],
+    -- Spool replay bypasses maxSize (DECISIONS: Spool): what was accepted must land.
+    p_check_max_size boolean DEFAULT true
 ) RETURNS TABLE (
     segment_no       integer,
     item_no          integer,
@@ -212,7 +214,7 @@ BEGIN
             END LOOP;
         END IF;
 
-        IF kept_count > 0 AND q.max_size > 0 THEN
+        IF kept_count > 0 AND q.max_size > 0 AND p_check_max_size THEN
             -- maxSize: what the queue holds that its slowest group has not consumed (all of
             -- it on a partition no group reads). A group that would pass it fails whole. Only
             -- this partition is locked, so concurrent pushes to other partitions make it a

@@ -122,6 +122,8 @@ BEGIN
     )
     SELECT count(*)::integer INTO pruned FROM gone;
 
+    DELETE FROM queen.spool_replayed r WHERE r.replayed_at < now_at - interval '7 days';
+
     DELETE FROM queen.trace_events e
      USING (SELECT p.id, coalesce((SELECT min(s.first_offset) FROM queen.segments s
                                     WHERE s.partition_id = p.id), p.next_offset) AS first_offset
