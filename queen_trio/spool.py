@@ -111,6 +111,8 @@ class Spool:
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            self._lock_file.close()
+            self._lock_file = None
             raise ConfigError(f"spool directory {self.directory} belongs to another running "
                               "broker (FILE_BUFFER_DIR must be one per broker)") from None
         for path in self.files():
