@@ -24,9 +24,38 @@ from .transactions import parse_transaction
 if TYPE_CHECKING:
     from .broker import Broker
 
-# Routes of the reference contract that this broker does not serve yet: they answer 501 with
-# an error body (docs/api.md lists them), never a silent 404 or a fake success.
-NOT_BUILT: list[tuple[str, str, str]] = []
+# Routes of the reference contract (dashboard, admin and metrics) that this broker does not
+# serve yet: they answer 501 with an error body (docs/api.md lists them), never a silent 404 or
+# a fake success.
+NOT_BUILT: list[tuple[str, str, str]] = [
+    ("GET", "/api/v1/resources/overview", READ),
+    ("GET", "/api/v1/resources/queues", READ),
+    ("GET", "/api/v1/resources/queues/:queue", READ),
+    ("GET", "/api/v1/resources/namespaces", READ),
+    ("GET", "/api/v1/resources/tasks", READ),
+    ("GET", "/api/v1/messages", READ),
+    ("GET", "/api/v1/messages/:partitionId/:transactionId", READ),
+    ("DELETE", "/api/v1/messages/:partitionId/:transactionId", WRITE),
+    ("GET", "/api/v1/consumer-groups", READ),
+    ("GET", "/api/v1/consumer-groups/lagging", READ),
+    ("GET", "/api/v1/consumer-groups/:group", READ),
+    ("DELETE", "/api/v1/consumer-groups/:group", ADMIN),
+    ("DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ADMIN),
+    ("POST", "/api/v1/consumer-groups/:group/subscription", WRITE),
+    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", WRITE),
+    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek", WRITE),
+    ("GET", "/api/v1/status", READ),
+    ("GET", "/api/v1/status/queues", READ),
+    ("GET", "/api/v1/status/queues/:queue", READ),
+    ("GET", "/api/v1/status/queues/:queue/messages", READ),
+    ("GET", "/api/v1/status/analytics", READ),
+    *(("GET", f"/api/v1/analytics/{name}", READ) for name in (
+        "system-metrics", "worker-metrics", "queue-lag", "queue-ops", "queue-parked-replicas",
+        "retention", "postgres-stats")),
+    ("POST", "/api/v1/stats/refresh", ADMIN),
+    ("GET", "/metrics", PUBLIC),
+    ("GET", "/metrics/prometheus", PUBLIC),
+]
 
 
 def create_app(broker: Broker) -> App:

@@ -117,12 +117,15 @@ class Spool:
                               "broker (FILE_BUFFER_DIR must be one per broker)") from None
         for path in self.files():
             self._sequence = max(self._sequence, int(path.stem.split("-")[1]))
-            for record in read_records(path):
-                self._pending[(record.queue, record.partition)] += 1
+        self._recount()
         self._failed = sum(1 for p in self.failed_dir.glob("*.log") for _ in read_records(p))
         if self._pending:
             log.warning("spool holds records from an earlier run; they will replay",
                         extra={"pending": sum(self._pending.values())})
+
+    def _recount(self) -> None:
+        self._pending = Counter((r.queue, r.partition) for path in self.files()
+                                for r in read_records(path))
 
     def close(self) -> None:
         if self._lock_file is not None:
@@ -181,7 +184,10 @@ class Spool:
                         landed += await _replay_chunk(db, directory, cipher, chunk)
                     except Exception as exc:
                         if is_connection_failure(exc):
-                            # The whole file stays; the chunks that landed are skipped next time.
+                            # The whole file stays (the chunks that landed are skipped next
+                            # time), so its partitions still count as holding records: new
+                            # pushes to them keep queueing behind.
+                            self._recount()
                             return landed
                         self._fail(chunk, exc)
                     self._pending[key] -= len(chunk)
@@ -189,6 +195,8 @@ class Spool:
                         del self._pending[key]
             path.unlink()
             await trio.to_thread.run_sync(_fsync_directory, self.directory)
+        if not self.files():
+            self._pending.clear()  # whatever a recount raced with, nothing is left
         return landed
 
     def _fail(self, chunk: list[SpoolRecord], exc: BaseException) -> None:

@@ -82,8 +82,11 @@ async def test_reclaim_runs_on_one_broker_at_a_time(broker):
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold_lock)
+        # A bigint advisory key shows in pg_locks as classid (high half) and objid (low half).
         while not await broker.db.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"):
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = $1 AND objid = $2",
+                RECLAIM_LOCK_KEY >> 32, RECLAIM_LOCK_KEY & 0xFFFFFFFF):
             await trio.sleep(0.01)
         # Another "broker" holds the maintenance lock: this pass skips its turn.
         assert await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1)) is None

@@ -105,3 +105,19 @@ async def test_wrong_method_unknown_route_and_options(client):
     assert r.headers["access-control-allow-origin"] == "*"
 
 
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "/api/v1/resources/queues"),
+    ("GET", "/api/v1/resources/queues/some-queue"),
+    ("GET", "/api/v1/messages"),
+    ("GET", "/api/v1/consumer-groups/lagging"),
+    ("POST", "/api/v1/consumer-groups/g/queues/q/seek"),
+    ("GET", "/api/v1/status"),
+    ("GET", "/api/v1/analytics/queue-lag"),
+    ("GET", "/metrics"),
+])
+async def test_contract_routes_not_built_answer_501(client, method, path):
+    r = await client.request(method, path)
+    assert r.status_code == 501
+    assert "not implemented" in r.json()["error"]
