@@ -28,6 +28,7 @@ from .settings import ConfigError
 log = logging.getLogger("queen_trio.auth")
 
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
+JWKS_COOLDOWN = 30.0
 # What each access level of a route needs, and what each role grants.
 PUBLIC, PUSH, READ, WRITE, ADMIN = "public", "push", "read", "write", "admin"
 GRANTS = {
@@ -164,14 +165,21 @@ class Authenticator:
             return s.secret
         if s.public_key and not s.jwks_url:
             return s.public_key
+        if not s.jwks_url:
+            raise HTTPError(401, f"Token uses {algorithm}, but no JWT_PUBLIC_KEY or "
+                                 "JWT_JWKS_URL is configured")
         kid = header.get("kid")
-        stale = time.monotonic() - self._jwks_at > s.jwks_refresh_seconds
-        if stale or kid not in self._jwks:
+        age = time.monotonic() - self._jwks_at
+        stale = age > s.jwks_refresh_seconds
+        # An unknown kid refetches at most every JWKS_COOLDOWN seconds.
+        if stale or (kid not in self._jwks and age > JWKS_COOLDOWN):
             try:
                 await self._refresh_jwks()
             except Exception as exc:
                 log.error("JWKS fetch failed", extra={"url": s.jwks_url, "error": str(exc)})
-                raise HTTPError(500, "Failed to fetch JWKS") from None
+                if kid not in self._jwks:
+                    raise HTTPError(500, "Failed to fetch JWKS") from None
+                # The cached keys keep working while the JWKS server is down.
         if kid not in self._jwks:
             if s.public_key:
                 return s.public_key

@@ -51,9 +51,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trio.run(serve, settings)
     except Exception as exc:  # a boot failure: name the cause, no traceback wall
-        print(f"queen-trio: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        causes = list(_leaves(exc))
+        for cause in causes:
+            kind = ("configuration error" if isinstance(cause, ConfigError)
+                    else type(cause).__name__)
+            print(f"queen-trio: {kind}: {cause}", file=sys.stderr)
+        return 2 if all(isinstance(c, ConfigError) for c in causes) else 1
     return 0
+
+
+def _leaves(exc: BaseException):  # type: ignore[no-untyped-def]
+    """The exceptions inside (nested) exception groups: the causes worth naming."""
+    inner = getattr(exc, "exceptions", None)
+    if not inner:
+        yield exc
+        return
+    for sub in inner:
+        yield from _leaves(sub)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,8 @@ class Settings:
                               "is not one of all, new")
         if self.pop_wait_initial_interval_ms < 1 or self.pop_wait_max_interval_ms < 1:
             raise ConfigError("POP_WAIT_*_INTERVAL_MS must be positive")
+        if self.retention_interval_seconds <= 0 or self.retention_batch_size < 1:
+            raise ConfigError("RETENTION_INTERVAL and RETENTION_BATCH_SIZE must be positive")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
 

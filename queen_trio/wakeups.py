@@ -73,9 +73,12 @@ class NotifyListener:
                     task_status.started()
                     started = True
                 await lost.wait()
+                log.warning("LISTEN connection lost; long polls rely on re-checks until it is back")
             except Exception as exc:
-                log.warning("LISTEN connection lost; long polls rely on re-checks meanwhile",
-                            extra={"error": str(exc)})
+                # Logged once at boot and when the connection drops, not once per retry.
+                log.log(logging.WARNING if not started else logging.DEBUG,
+                        "LISTEN connection unavailable; long polls rely on re-checks",
+                        extra={"error": str(exc)})
                 if not started:
                     # Boot does not wait for it: the backoff re-checks cover the gap.
                     task_status.started()

@@ -197,6 +197,12 @@ async def test_es256_with_a_jwks_served_over_http(database_url):
             unknown = bearer(token(key=key, alg="ES256", kid="k9"))
             r = await client.get("/api/v1/dlq", headers=unknown)
             assert r.status_code == 401 and "Unknown key ID: k9" in r.json()["error"]
+            # The JWKS server goes away and the cache turns stale: cached keys keep working.
+            server.shutdown()
+            server.server_close()
+            authenticator = client._transport.app.broker.auth
+            authenticator._jwks_at -= 10 * 3600
+            assert (await client.get("/api/v1/dlq", headers=ok)).status_code == 200
     finally:
         server.shutdown()
         server.server_close()
@@ -243,3 +249,25 @@ async def test_unreachable_jwks_refuses_to_start(database_url):
 
 def test_auth_is_off_unless_enabled():
     assert AuthSettings.from_env({"JWT_SECRET": SECRET}).enabled is False
+
+
+async def test_auto_without_a_public_key_refuses_asymmetric_tokens_with_401(database_url):
+    private, _ = rsa_pem()
+    async with authed_client(database_url, JWT_ALGORITHM="auto", JWT_SECRET=SECRET) as client:
+        r = await client.get("/api/v1/dlq", headers=bearer(token(key=private, alg="RS256")))
+        assert r.status_code == 401 and "no JWT_PUBLIC_KEY or JWT_JWKS_URL" in r.json()["error"]
+
+
+def test_boot_errors_name_their_cause(tmp_path):
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JWT_ENABLED": "true",
+           "JWT_ALGORITHM": "ES256", "JWT_JWKS_URL": "http://127.0.0.1:1/jwks.json",
+           "JWT_JWKS_TIMEOUT_MS": "300", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x",
+           "FILE_BUFFER_DIR": str(tmp_path / "spool")}
+    done = subprocess.run([sys.executable, "-m", "queen_trio", "serve", "--port", "1"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "configuration error: JWT_JWKS_URL" in done.stderr
+    assert "ExceptionGroup" not in done.stderr
