@@ -48,29 +48,46 @@ async def reclaim_partitions(
     return await run_exclusive(db, RECLAIM_LOCK_KEY, work)
 
 
-class PartitionReclaimer:
-    """The background service: one reclaim pass every `interval` seconds."""
+class PeriodicService:
+    """A pass every `interval` seconds; a failed pass is logged and the next one retries."""
 
-    def __init__(self, db: Database, *, idle_days: int, interval: float) -> None:
-        self._db = db
-        self._idle_days = idle_days
+    name = "maintenance"
+
+    def __init__(self, interval: float) -> None:
         self._interval = interval
         self.passes = 0
-        self.reclaimed = 0
+
+    async def pass_once(self) -> None:
+        raise NotImplementedError
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             try:
-                deleted = await reclaim_partitions(self._db, idle_days=self._idle_days)
-            except Exception as exc:  # the next pass retries; the broker keeps serving
-                log.warning("partition reclaim failed", extra={"error": str(exc)})
+                await self.pass_once()
+            except Exception as exc:  # the broker keeps serving
+                log.warning(f"{self.name} failed", extra={"error": str(exc)})
             else:
                 self.passes += 1
-                if deleted:
-                    self.reclaimed += deleted
-                    log.info("partitions reclaimed", extra={"count": deleted})
             await trio.sleep(self._interval)
+
+
+class PartitionReclaimer(PeriodicService):
+    """Partition reclaim, every `interval` seconds."""
+
+    name = "partition reclaim"
+
+    def __init__(self, db: Database, *, idle_days: int, interval: float) -> None:
+        super().__init__(interval)
+        self._db = db
+        self._idle_days = idle_days
+        self.reclaimed = 0
+
+    async def pass_once(self) -> None:
+        deleted = await reclaim_partitions(self._db, idle_days=self._idle_days)
+        if deleted:
+            self.reclaimed += deleted
+            log.info("partitions reclaimed", extra={"count": deleted})
 
 
 async def retention_pass(db: Database, *, now: dt.datetime | None = None,
@@ -84,26 +101,21 @@ async def retention_pass(db: Database, *, now: dt.datetime | None = None,
     return await run_exclusive(db, RETENTION_LOCK_KEY, work)
 
 
-class RetentionService:
+class RetentionService(PeriodicService):
     """retentionSeconds, completedRetentionSeconds, maxWaitTimeSeconds and dedup-index pruning,
     every `interval` seconds, on one broker at a time."""
 
+    name = "retention pass"
+
     def __init__(self, db: Database, *, interval: float, batch: int) -> None:
+        super().__init__(interval)
         self._db = db
-        self._interval = interval
         self._batch = batch
         self.totals = {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            try:
-                done = await retention_pass(self._db, limit=self._batch)
-            except Exception as exc:  # the next pass retries; the broker keeps serving
-                log.warning("retention pass failed", extra={"error": str(exc)})
-            else:
-                if done and any(done.values()):
-                    for key, value in done.items():
-                        self.totals[key] += value
-                    log.info("retention pass", extra=done)
-            await trio.sleep(self._interval)
+    async def pass_once(self) -> None:
+        done = await retention_pass(self._db, limit=self._batch)
+        if done and any(done.values()):
+            for key, value in done.items():
+                self.totals[key] += value
+            log.info("retention pass", extra=done)

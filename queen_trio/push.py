@@ -109,13 +109,24 @@ class PushItem:
         return entry
 
 
-def parse_push_body(body: bytes) -> list[PushItem]:
-    """Validate a push body into items (request order); raise BadRequest on the first problem."""
+def decode_strict(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    """Decode a request body: BadRequest for an empty body or anything but strict JSON.
+    A ValidationError (well-formed JSON of the wrong shape) is the caller's to word."""
     if not body.strip():
         raise BadRequest("Empty request body")
     decode_json(body)
     try:
-        wire = _BODY.decode(body)
+        return decoder.decode(body)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError as exc:
+        raise BadRequest(_describe_decode_error(exc)) from None
+
+
+def parse_push_body(body: bytes) -> list[PushItem]:
+    """Validate a push body into items (request order); raise BadRequest on the first problem."""
+    try:
+        wire = decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
         text = str(exc)
         item = _ITEM_PATH.search(text)
@@ -124,8 +135,6 @@ def parse_push_body(body: bytes) -> list[PushItem]:
         if text.endswith("at `$.items`"):
             raise BadRequest("items array is required") from None
         raise BadRequest("Request body must be a JSON object") from None
-    except msgspec.DecodeError as exc:
-        raise BadRequest(_describe_decode_error(exc)) from None
     if wire.items is UNSET:
         raise BadRequest("items array is required")
     return [_parse_item(i, item) for i, item in enumerate(wire.items)]

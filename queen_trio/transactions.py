@@ -20,7 +20,7 @@ from .acks import ACK_SQL, Ack, parse_ack, parse_uuid
 from .consume import consumer_group
 from .lane import PUSH_BUNDLE_SQL, Segment, _apply_bundle_rows, _bundle_arguments
 from .publisher import Publisher
-from .push import BadRequest, PushItem, build_item, decode_json, group_items
+from .push import BadRequest, PushItem, build_item, decode_strict, group_items
 from .queues import QueueDirectory
 from .wakeups import WakeRegistry
 
@@ -87,17 +87,12 @@ def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw |
 
 
 def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
-    if not body.strip():
-        raise BadRequest("Empty request body")
-    decode_json(body)
     try:
-        wire = _BODY.decode(body)
+        wire = decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
         if "operations" in str(exc):
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"Invalid JSON: {exc}") from None
     if wire.operations is UNSET:
         raise BadRequest("operations array required")
     if not wire.operations:
