@@ -18,6 +18,10 @@ class ConfigError(Exception):
 
 
 def default_data_dir() -> Path:
+    """Per user; under root /var/lib/queen-trio, which the cluster's own user can reach
+    without opening up root's home directory."""
+    if os.geteuid() == 0 and not os.environ.get("XDG_DATA_HOME"):
+        return Path("/var/lib/queen-trio")
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "share")
     return Path(base) / "queen-trio"
