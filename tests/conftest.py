@@ -23,6 +23,7 @@ from queen_trio.database import _apply_migrations
 from queen_trio.embedded import EmbeddedPostgres
 from queen_trio.routes import create_app
 from queen_trio.settings import Settings
+from tests.outage import execute_statements
 
 TEMPLATE = "queen_test_template"
 _counter = itertools.count()
@@ -35,15 +36,6 @@ def with_database(url: str, name: str) -> str:
 
 def _run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
-
-
-async def _admin(url: str, *statements: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        for statement in statements:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 async def _migrate(url: str) -> None:
@@ -71,19 +63,19 @@ def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embe
 def admin_url(embedded_postgres: EmbeddedPostgres | None) -> Iterator[str]:
     url = os.environ.get("QUEEN_TEST_DATABASE_URL") or embedded_postgres.url()  # type: ignore[union-attr]
     template = with_database(url, TEMPLATE)
-    _run(_admin(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)",
+    _run(execute_statements(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)",
                 f"CREATE DATABASE {TEMPLATE}"))
     _run(_migrate(template))
     yield url
-    _run(_admin(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
+    _run(execute_statements(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
 
 
 @pytest.fixture
 def database_url(admin_url: str) -> Iterator[str]:
     name = f"queen_test_{os.getpid()}_{next(_counter)}"
-    _run(_admin(admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+    _run(execute_statements(admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
     yield with_database(admin_url, name)
-    _run(_admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    _run(execute_statements(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:

@@ -9,18 +9,19 @@ import asyncpg
 import trio_asyncio
 
 
+async def execute_statements(url: str, *statements: str) -> None:
+    """Run statements on one connection (asyncio: asyncio.run it, or cross from trio)."""
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
 async def admin_execute(admin_url: str, *statements: str) -> None:
     """Run statements on the server's admin database (needs a trio-asyncio loop)."""
-
-    async def run() -> None:
-        conn = await asyncpg.connect(admin_url)
-        try:
-            for statement in statements:
-                await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    await trio_asyncio.aio_as_trio(run)()
+    await trio_asyncio.aio_as_trio(execute_statements)(admin_url, *statements)
 
 
 @asynccontextmanager
