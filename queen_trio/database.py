@@ -44,7 +44,9 @@ _UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
 def is_connection_failure(exc: BaseException) -> bool:
     if isinstance(exc, DatabaseUnavailable):
         return True
-    if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError, asyncpg.InterfaceError)):
+    if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError, asyncpg.InterfaceError,
+                        asyncpg.InternalClientError)):
+        # InternalClientError: asyncpg's protocol lost track of a connection that died.
         return True
     if isinstance(exc, asyncpg.PostgresError):
         state = getattr(exc, "sqlstate", "") or ""
@@ -149,6 +151,11 @@ class Database:
             raise DatabaseUnavailable(exc) from exc
         try:
             return await work(conn)
+        except (asyncpg.InternalClientError, asyncpg.InterfaceError):
+            # The connection's protocol state is unusable (its backend was terminated under
+            # it, say): never hand it out again.
+            conn.terminate()
+            raise
         finally:
             await self._pool.release(conn)
 
