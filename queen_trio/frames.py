@@ -73,13 +73,18 @@ def unpack(frames: bytes | memoryview) -> Iterator[Frame]:
         )
 
 
-def unpack_slice(frames: bytes, start: int, count: int) -> Iterator[Frame]:
-    """Frames start .. start+count-1: the skipped ones are stepped over by their header only."""
+def _skip(frames: bytes, start: int) -> int:
+    """The byte where frame `start` begins: earlier frames are stepped over by header only."""
     at, size = 0, HEADER.size
     for _ in range(start):
         _mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(frames, at)
         at += size + (16 if flags & FLAG_TRACE else 0) + tx_len + sub_len + payload_len
-    view = memoryview(frames)[at:]
+    return at
+
+
+def unpack_slice(frames: bytes, start: int, count: int) -> Iterator[Frame]:
+    """Frames start .. start+count-1."""
+    view = memoryview(frames)[_skip(frames, start):]
     for i, frame in enumerate(unpack(view)):  # type: ignore[arg-type]
         if i >= count:
             return
@@ -95,11 +100,8 @@ def fields_slice(frames: bytes, start: int, count: int
                  ) -> Iterator[tuple[str, str, str | None, str | None, bool, bytes]]:
     """The hot path of a pop: (id, transaction id, trace id, producer sub, encrypted, payload)
     of frames start .. start+count-1, as text, without building Frame objects."""
-    at, size = 0, HEADER.size
+    at, size = _skip(frames, start), HEADER.size
     unpack_header = HEADER.unpack_from
-    for _ in range(start):
-        _mid, flags, tx_len, sub_len, payload_len = unpack_header(frames, at)
-        at += size + (16 if flags & FLAG_TRACE else 0) + tx_len + sub_len + payload_len
     end = len(frames)
     for _ in range(count):
         if at >= end:

@@ -12,7 +12,7 @@ import attrs
 import msgspec
 
 from .database import DatabaseUnavailable
-from .push import BadRequest, decode_json
+from .push import BadRequest, decode_strict
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -25,6 +25,7 @@ CORS_HEADERS = [
     (b"access-control-allow-headers", b"Content-Type, Authorization"),
     (b"access-control-max-age", b"86400"),
 ]
+_ANY_JSON = msgspec.json.Decoder()
 JSON_HEADERS = [(b"content-type", b"application/json"), *CORS_HEADERS]
 
 
@@ -50,11 +51,7 @@ class Request:
         """The body as strict JSON; an empty body is {} (routes whose fields are optional)."""
         if not self.body.strip():
             return {}
-        decode_json(self.body)
-        try:
-            return msgspec.json.decode(self.body)
-        except msgspec.DecodeError as exc:
-            raise BadRequest(f"Invalid JSON: {exc}") from None
+        return decode_strict(_ANY_JSON, self.body)
 
 
 @attrs.define(slots=True)

@@ -92,7 +92,7 @@ class Segment:
         self.done.set()
 
 
-def _bundle_arguments(segments: list[Segment]) -> tuple[Any, ...]:
+def bundle_arguments(segments: list[Segment]) -> tuple[Any, ...]:
     ends: list[int] = []
     txids: list[str] = []
     for seg in segments:
@@ -110,7 +110,7 @@ def _bundle_arguments(segments: list[Segment]) -> tuple[Any, ...]:
     )
 
 
-def _apply_bundle_rows(segments: list[Segment], rows: Iterable[asyncpg.Record]) -> None:
+def apply_bundle_rows(segments: list[Segment], rows: Iterable[asyncpg.Record]) -> None:
     outcomes: dict[int, str] = {}
     for row in rows:
         seg = segments[row["segment_no"] - 1]
@@ -220,11 +220,11 @@ class ShardCommitter:
             await self._commit([seg])
 
     async def _commit_once(self, bundle: list[Segment]) -> None:
-        args = _bundle_arguments(bundle)
+        args = bundle_arguments(bundle)
         rows = await self._db.fetch(PUSH_BUNDLE_SQL, *args)
         self._counters.bundles += 1
         self._counters.segments += len(bundle)
-        _apply_bundle_rows(bundle, rows)
+        apply_bundle_rows(bundle, rows)
         for queue in {seg.queue for seg in bundle if seg.outcome == "queued"}:
             self._on_commit(queue)
 

@@ -34,7 +34,7 @@ import trio
 from . import frames
 from .database import Database, DatabaseUnavailable, is_connection_failure
 from .encryption import PayloadCipher
-from .lane import Segment, _apply_bundle_rows, _bundle_arguments
+from .lane import Segment, apply_bundle_rows, bundle_arguments
 from .push import Group, PackedGroup, PushItem
 from .queues import QueueDirectory
 from .settings import ConfigError
@@ -286,8 +286,8 @@ async def _replay_chunk(db: Database, directory: QueueDirectory, cipher: Payload
             packed = PackedGroup(group, facts.encryption_enabled, facts.dedup, items,
                                  packed_frames)
             segment = Segment.fuse([packed])
-            rows = await conn.fetch(REPLAY_BUNDLE_SQL, *_bundle_arguments([segment]))
-            _apply_bundle_rows([segment], rows)
+            rows = await conn.fetch(REPLAY_BUNDLE_SQL, *bundle_arguments([segment]))
+            apply_bundle_rows([segment], rows)
             if segment.outcome == "stale":
                 raise DatabaseUnavailable("queue changed during replay; retrying")
             if segment.outcome != "queued":

@@ -18,7 +18,7 @@ from msgspec import UNSET, Raw, UnsetType
 from . import ids
 from .acks import ACK_SQL, Ack, parse_ack, parse_uuid
 from .consume import consumer_group
-from .lane import PUSH_BUNDLE_SQL, Segment, _apply_bundle_rows, _bundle_arguments
+from .lane import PUSH_BUNDLE_SQL, Segment, apply_bundle_rows, bundle_arguments
 from .publisher import Publisher
 from .push import BadRequest, PushItem, build_item, decode_strict, group_items
 from .queues import QueueDirectory
@@ -190,8 +190,8 @@ class TransactionRunner:
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
             writing = [seg for seg in segments if seg.writers]
             if writing:
-                rows = await conn.fetch(PUSH_BUNDLE_SQL, *_bundle_arguments(writing))
-                _apply_bundle_rows(writing, rows)
+                rows = await conn.fetch(PUSH_BUNDLE_SQL, *bundle_arguments(writing))
+                apply_bundle_rows(writing, rows)
                 stale = {seg.queue for seg in writing if seg.outcome == "stale"}
                 if stale:
                     raise _Stale(stale)
