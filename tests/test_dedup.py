@@ -79,11 +79,11 @@ async def test_dedup_window_zero_disables_both_layers(client, broker):
 
 
 async def test_dedup_is_bounded_by_the_window(client, broker):
-    await client.post("/api/v1/configure", json={"queue": "d", "options": {"dedupWindowSeconds": 1}})
+    await client.post("/api/v1/configure", json={"queue": "d", "options": {"dedupWindowSeconds": 3}})
     _, first = await push(client, item("w"))
     _, inside = await push(client, item("w"))
     assert inside[0]["status"] == "duplicate"
-    await trio.sleep(1.2)
+    await trio.sleep(3.2)
     _, outside = await push(client, item("w"))
     assert outside[0]["status"] == "queued"
     assert outside[0]["message_id"] != first[0]["message_id"]

@@ -245,12 +245,12 @@ async def test_nack_stops_later_acks_of_the_partition_in_the_same_call(client):
 
 
 async def test_retry_delay_is_a_not_before_time(client):
-    await configure(client, "delay", retryDelay=400)
+    await configure(client, "delay", retryDelay=2000)
     await push(client, "delay", "x")
     reply = await pop(client, "delay")
     await ack(client, reply["messages"][0], "failed")
     assert await pop(client, "delay") is None
-    await trio.sleep(0.5)
+    await trio.sleep(2.1)
     assert data(await pop(client, "delay")) == ["x"]
 
 

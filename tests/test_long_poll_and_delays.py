@@ -45,7 +45,7 @@ async def test_lease_release_by_a_nack_wakes_a_waiter(client):
 
 
 async def test_delayed_processing_hides_then_delivers_in_order(client):
-    await configure(client, "later", delayedProcessing=1)
+    await configure(client, "later", delayedProcessing=2)
     await push(client, "later", "a", "b")
     assert await pop(client, "later") is None
     started = trio.current_time()
@@ -72,10 +72,10 @@ async def test_wildcard_pop_skips_delayed_partitions_for_deliverable_ones(client
 
 
 async def test_window_buffer_waits_for_quiet(client):
-    await configure(client, "window", windowBuffer=1)
+    await configure(client, "window", windowBuffer=2)
     await push(client, "window", 1)
     assert await pop(client, "window") is None
-    await trio.sleep(1.1)
+    await trio.sleep(2.1)
     assert data(await pop(client, "window", batch=5)) == [1]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 import trio
@@ -76,18 +77,23 @@ async def test_push_racing_the_reclaim_keeps_or_recreates_its_partition(client, 
 
 
 async def test_reclaim_runs_on_one_broker_at_a_time(broker):
-    async def hold_lock():
-        await broker.db.in_transaction(lambda c: c.execute(
-            "SELECT pg_advisory_xact_lock($1), pg_sleep(1)", RECLAIM_LOCK_KEY))
+    import asyncpg
 
+    async def hold_lock():
+        # Holds the lock until the test cancels its statement (no timing to race).
+        with contextlib.suppress(asyncpg.QueryCanceledError):
+            await broker.db.in_transaction(lambda c: c.execute(
+                "SELECT pg_advisory_xact_lock($1), pg_sleep(60)", RECLAIM_LOCK_KEY))
+
+    # A bigint advisory key shows in pg_locks as classid (high half) and objid (low half).
+    holder_sql = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                  "AND classid = $1 AND objid = $2")
+    key = (RECLAIM_LOCK_KEY >> 32, RECLAIM_LOCK_KEY & 0xFFFFFFFF)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold_lock)
-        # A bigint advisory key shows in pg_locks as classid (high half) and objid (low half).
-        while not await broker.db.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND classid = $1 AND objid = $2",
-                RECLAIM_LOCK_KEY >> 32, RECLAIM_LOCK_KEY & 0xFFFFFFFF):
+        while (holder := await broker.db.fetchval(holder_sql, *key)) is None:
             await trio.sleep(0.01)
         # Another "broker" holds the maintenance lock: this pass skips its turn.
         assert await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1)) is None
+        await broker.db.fetchval("SELECT pg_cancel_backend($1)", holder)
     assert await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1)) == 0
