@@ -86,8 +86,10 @@ async def test_reclaim_runs_on_one_broker_at_a_time(broker):
                 "SELECT pg_advisory_xact_lock($1), pg_sleep(60)", RECLAIM_LOCK_KEY))
 
     # A bigint advisory key shows in pg_locks as classid (high half) and objid (low half).
-    holder_sql = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                  "AND classid = $1 AND objid = $2")
+    # Only our holder: the broker's own reclaim service takes the same lock for a moment.
+    holder_sql = ("SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                  "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1 "
+                  "AND l.objid = $2 AND a.query LIKE '%pg_sleep(60)%'")
     key = (RECLAIM_LOCK_KEY >> 32, RECLAIM_LOCK_KEY & 0xFFFFFFFF)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold_lock)
