@@ -36,7 +36,7 @@ def database():
     if os.environ.get("DATABASE_URL"):
         yield os.environ["DATABASE_URL"]
         return
-    from queen_trio.embedded import EmbeddedPostgres
+    from queen_trio.storage.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
     server = EmbeddedPostgres(folder)

@@ -8,8 +8,8 @@ import sys
 import trio
 from hypercorn.trio import serve
 
-from queen_trio.server import hypercorn_config
 from queen_trio.settings import Settings
+from queen_trio.web.server import hypercorn_config
 
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"2")]
 

@@ -1,4 +1,4 @@
-"""The broker's tree of tasks: database, push lane, services; the HTTP server goes on top.
+"""The broker's tree of tasks: database, push lane, services. The web layer goes on top.
 
 Nesting encodes shutdown order: leaving `open_broker` closes the lane and waits until every
 accepted group is flushed, then stops the services, then closes the pool.
@@ -9,51 +9,51 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import trio
 
-from .acks import AckLane
-from .auth import Authenticator, AuthSettings
-from .consume import Consumer
-from .database import Database, open_database
-from .encryption import PayloadCipher
-from .lane import PushLane
-from .maintenance import PartitionReclaimer, RetentionService
-from .publisher import Publisher
-from .queues import QueueDirectory
+from .consume.acks import AckLane
+from .consume.pop import Consumer
+from .consume.wakeups import NotifyListener, WakeRegistry
+from .ops.maintenance import PartitionReclaimer, RetentionService
+from .push.bundle import Segment, run_bundle
+from .push.lane import PushLane
+from .push.publisher import Publisher
+from .push.spool import Spool
+from .push.transactions import TransactionRunner
+from .queues.queues import Queues
 from .settings import Settings
-from .spool import Spool
-from .transactions import TransactionRunner
-from .wakeups import NotifyListener, WakeRegistry
+from .storage.database import Database, open_database
+from .storage.encryption import PayloadCipher
 
 log = logging.getLogger("queen_trio.broker")
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class Broker:
+    """Every service of one broker process; the web layer reaches them through this."""
+
     settings: Settings
     db: Database
-    lane: PushLane
-    directory: QueueDirectory
     cipher: PayloadCipher
-    publisher: Publisher
-    reclaimer: PartitionReclaimer
+    queues: Queues
     wakeups: WakeRegistry
     listener: NotifyListener
+    lane: PushLane
+    spool: Spool
+    publisher: Publisher
     consumer: Consumer
     ack_lane: AckLane
     transactions: TransactionRunner
-    auth: Authenticator
-    spool: Spool
+    reclaimer: PartitionReclaimer
+    retention: RetentionService
 
 
 @asynccontextmanager
 async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Broker]:
-    # Before anything else: a JWKS that cannot be read, or a spool directory another broker
-    # holds, refuses to start (ConfigError).
-    auth = Authenticator(settings.auth or AuthSettings())
-    await auth.start()
+    # Before anything else: a spool directory another broker holds refuses to start.
     spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file)
     spool.open()
     try:
@@ -64,45 +64,55 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
             lock_timeout_ms=settings.db_lock_timeout_ms,
             connect_timeout_ms=settings.db_connection_timeout_ms,
         ) as db:
-            async with _broker_tree(settings, database_url, db, auth, spool) as broker:
+            async with _broker_tree(settings, database_url, db, spool) as broker:
                 yield broker
     finally:
         spool.close()
 
 
-@asynccontextmanager
-async def _broker_tree(settings: Settings, database_url: str, db: Database, auth: Authenticator,
-                       spool: Spool) -> AsyncIterator[Broker]:
+def _services(settings: Settings, database_url: str, db: Database, spool: Spool) -> Broker:
     cipher = PayloadCipher(settings.encryption_key)
     wakeups = WakeRegistry()
-    lane = PushLane(db, shards=settings.push_shards,
+    queues = Queues(db)
+
+    async def commit(segments: list[Segment]) -> list[Any]:
+        return await db.call(lambda conn: run_bundle(conn, segments))
+
+    lane = PushLane(commit, shards=settings.push_shards,
                     tick_seconds=settings.fusion_hold_ms / 1000,
-                    idle_seconds=settings.flush_idle_seconds,
-                    on_commit=wakeups.notify)
-    directory = QueueDirectory(db)
-    reclaimer = PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
-                                   interval=settings.partition_cleanup_interval_seconds)
-    listener = NotifyListener(wakeups, database_url)
-    publisher = Publisher(lane, directory, cipher, spool)
-    # Acks and claims fuse their database calls like the push lane (queen_trio/fusion.py).
-    broker = Broker(settings, db, lane, directory, cipher, publisher, reclaimer, wakeups,
-                    listener, Consumer(db, cipher, wakeups, settings), AckLane(db, wakeups),
-                    TransactionRunner(db, publisher, directory, wakeups), auth, spool)
+                    idle_seconds=settings.flush_idle_seconds, on_commit=wakeups.notify)
+    publisher = Publisher(lane, queues, cipher, spool)
+    return Broker(
+        settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
+        listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
+        publisher=publisher,
+        # Acks and claims fuse their database calls like the push lane (consume/fusion.py).
+        consumer=Consumer(db, cipher, wakeups, settings), ack_lane=AckLane(db, wakeups),
+        transactions=TransactionRunner(db, publisher, queues, wakeups),
+        reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
+                                     interval=settings.partition_cleanup_interval_seconds),
+        retention=RetentionService(db, interval=settings.retention_interval_seconds,
+                                   batch=settings.retention_batch_size),
+    )
+
+
+@asynccontextmanager
+async def _broker_tree(settings: Settings, database_url: str, db: Database,
+                       spool: Spool) -> AsyncIterator[Broker]:
+    broker = _services(settings, database_url, db, spool)
     async with trio.open_nursery() as nursery:
-        await nursery.start(lane.run)
+        await nursery.start(broker.lane.run)
         async with trio.open_nursery() as services:
-            await services.start(reclaimer.run)
-            await services.start(RetentionService(
-                db, interval=settings.retention_interval_seconds,
-                batch=settings.retention_batch_size).run)
-            await services.start(listener.run)
+            await services.start(broker.reclaimer.run)
+            await services.start(broker.retention.run)
+            await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)
-            await services.start(spool.run_replay, db, directory, cipher)
+            await services.start(spool.run_replay, db, broker.queues, broker.cipher)
             try:
                 yield broker
             finally:
                 # Flush every accepted group first, then stop the services.
-                lane.close()
-                await lane.wait_closed()
+                broker.lane.close()
+                await broker.lane.wait_closed()
                 services.cancel_scope.cancel()

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "trace":
-        from .trace_cli import run
+        from .ops.trace_cli import run
 
         return run(args.url, args.name, args.token)
     try:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    from .server import serve
+    from .web.server import serve
 
     try:
         trio.run(serve, settings)

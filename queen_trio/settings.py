@@ -5,16 +5,106 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import attrs
+import jwt
 
-if TYPE_CHECKING:
-    from .auth import AuthSettings
+from .errors import ConfigError
+
+__all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Settings"]
+
+# JWT algorithms the broker verifies; `auto` picks one by the token's header.
+ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
+# The access levels a token's role maps to (DECISIONS: Auth).
+ROLES = ("write-only", "read-only", "read-write", "admin")
 
 
-class ConfigError(Exception):
-    """The configuration cannot be used; the message names the variable and the cause."""
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1")
+
+
+def _usable(algorithm: str, pem: str) -> bool:
+    try:
+        jwt.algorithms.get_default_algorithms()[algorithm].prepare_key(pem)
+    except Exception:
+        return False
+    return True
+
+
+@attrs.frozen
+class AuthSettings:
+    """JWT authentication (DECISIONS: Auth; docs/self-hosting.md). Off by default."""
+
+    enabled: bool = False
+    algorithm: str = "HS256"
+    secret: str | None = None
+    public_key: str | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    clock_skew: float = 30.0
+    allow_no_exp: bool = False
+    roles_claim: str = "role"
+    roles_array_claim: str = "roles"
+    # Access level -> the role name that grants it (JWT_ROLE_*).
+    role_names: Mapping[str, str] = attrs.field(factory=lambda: {k: k for k in ROLES})
+    jwks_refresh_seconds: float = 3600.0
+    jwks_timeout_seconds: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AuthSettings:
+        if not _true(env.get("JWT_ENABLED")):
+            return cls()
+        algorithm = env.get("JWT_ALGORITHM") or "HS256"
+        if algorithm not in (*ALGORITHMS, "auto"):
+            raise ConfigError(f"JWT_ALGORITHM={algorithm!r} is not one of "
+                              f"{', '.join(ALGORITHMS)}, auto")
+        public_key = env.get("JWT_PUBLIC_KEY") or None
+        if public_key and not public_key.lstrip().startswith("-----BEGIN"):
+            try:
+                public_key = Path(public_key).read_text()
+            except OSError as exc:
+                raise ConfigError(f"JWT_PUBLIC_KEY is neither a PEM key nor a readable file: "
+                                  f"{exc}") from None
+        try:
+            skew = float(env.get("JWT_CLOCK_SKEW") or 30)
+            refresh = float(env.get("JWT_JWKS_REFRESH_INTERVAL") or 3600)
+            timeout = float(env.get("JWT_JWKS_TIMEOUT_MS") or 5000) / 1000
+        except ValueError as exc:
+            raise ConfigError(f"a JWT_* number does not parse: {exc}") from None
+        names = {
+            "write-only": env.get("JWT_ROLE_WRITE_ONLY") or "write-only",
+            "read-only": env.get("JWT_ROLE_READ_ONLY") or "read-only",
+            "read-write": env.get("JWT_ROLE_READ_WRITE") or "read-write",
+            "admin": env.get("JWT_ROLE_ADMIN") or "admin",
+        }
+        settings = cls(
+            enabled=True, algorithm=algorithm, secret=env.get("JWT_SECRET") or None,
+            public_key=public_key, jwks_url=env.get("JWT_JWKS_URL") or None,
+            issuer=env.get("JWT_ISSUER") or None, audience=env.get("JWT_AUDIENCE") or None,
+            clock_skew=skew, allow_no_exp=_true(env.get("JWT_ALLOW_NO_EXP")),
+            roles_claim=env.get("JWT_ROLES_CLAIM") or "role",
+            roles_array_claim=env.get("JWT_ROLES_ARRAY_CLAIM") or "roles",
+            role_names=names, jwks_refresh_seconds=refresh, jwks_timeout_seconds=timeout)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        asymmetric = self.algorithm in ("RS256", "ES256", "EdDSA")
+        if self.algorithm == "HS256" and not self.secret:
+            raise ConfigError("JWT_ENABLED with HS256 needs JWT_SECRET")
+        if asymmetric and not (self.public_key or self.jwks_url):
+            raise ConfigError(f"JWT_ENABLED with {self.algorithm} needs JWT_PUBLIC_KEY or "
+                              "JWT_JWKS_URL")
+        if self.algorithm == "auto" and not (self.secret or self.public_key or self.jwks_url):
+            raise ConfigError("JWT_ALGORITHM=auto needs JWT_SECRET, JWT_PUBLIC_KEY or "
+                              "JWT_JWKS_URL")
+        if self.public_key and not any(_usable(alg, self.public_key)
+                                       for alg in ("RS256", "ES256", "EdDSA")):
+            raise ConfigError("JWT_PUBLIC_KEY is not a PEM RSA, EC (P-256) or Ed25519 public key")
+        if len(set(self.role_names.values())) != len(self.role_names):
+            raise ConfigError("JWT_ROLE_* names must be distinct")
 
 
 def default_data_dir() -> Path:
@@ -61,8 +151,7 @@ class Settings:
     pop_wait_backoff_multiplier: float = 2.0
     pop_wait_max_interval_ms: int = 1000
     log_level: str = "warning"
-    # None: authentication off (JWT_ENABLED unset).
-    auth: AuthSettings | None = None
+    auth: AuthSettings = attrs.Factory(AuthSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -103,8 +192,6 @@ class Settings:
         take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
         take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
         values["database_url"] = database_url_from_env(env)
-        from .auth import AuthSettings
-
         values["auth"] = AuthSettings.from_env(env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
@@ -150,8 +237,6 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
     names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
     if not any(env.get(n) for n in names):
         return None
-    from urllib.parse import quote
-
     user = quote(env.get("PG_USER") or "postgres", safe="")
     password = quote(env.get("PG_PASSWORD") or "postgres", safe="")
     host = env.get("PG_HOST") or "localhost"

@@ -1,0 +1,77 @@
+"""Call fusion: requests that arrive while a database call is in flight share the next call.
+
+The push lane's rule, for the other hot paths (acks, pops): a call dispatches at once when
+none is in flight, so a lone request costs one crossing and one round trip; under load, one
+crossing serves many requests. A fused call that fails for a reason other than the
+connection is split, so only the bad request fails.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+import attrs
+import trio
+
+from ..storage.database import is_connection_failure
+
+
+@attrs.define(eq=False)
+class Fusable:
+    """A request: `done` is set once its outcome (or `failure`) is known."""
+
+    done: trio.Event = attrs.field(factory=trio.Event, kw_only=True)
+    failure: BaseException | None = attrs.field(default=None, kw_only=True)
+
+
+R = TypeVar("R", bound=Fusable)
+
+
+class CallFusion(Generic[R]):
+    def __init__(self, call: Callable[[list[R]], Awaitable[None]], *, callers: int = 2) -> None:
+        """`call(batch)` runs one database call for the batch and fills in every request's
+        outcome; it raises when the call failed."""
+        self._call = call
+        self._callers = callers
+        self._send, self._receive = trio.open_memory_channel[R](math.inf)
+        self.calls = 0
+
+    async def submit(self, request: R) -> None:
+        self._send.send_nowait(request)
+        await request.done.wait()
+        if request.failure is not None:
+            raise request.failure
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(self._callers):
+                nursery.start_soon(self._caller)
+            task_status.started()
+
+    async def _caller(self) -> None:
+        while True:
+            batch = [await self._receive.receive()]
+            while True:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            # A started call is never cancelled: it lands or fails whole.
+            with trio.CancelScope(shield=True):
+                await self.dispatch(batch)
+
+    async def dispatch(self, batch: list[R]) -> None:
+        try:
+            await self._call(batch)
+            self.calls += 1
+        except Exception as exc:
+            if len(batch) > 1 and not is_connection_failure(exc):
+                for request in batch:
+                    await self.dispatch([request])
+                return
+            for request in batch:
+                request.failure = exc
+        for request in batch:
+            request.done.set()

@@ -1,0 +1,34 @@
+"""Domain errors: what went wrong, in the broker's own words.
+
+Services raise these; only the web layer (`queen_trio.web.app`) maps them to HTTP statuses.
+"""
+
+from __future__ import annotations
+
+
+class QueenError(Exception):
+    """Base of the errors a caller is meant to see; the message is the explanation."""
+
+
+class BadRequest(QueenError):
+    """The request cannot be taken as a whole (bad JSON, a bad field): a 400."""
+
+
+class NotFound(QueenError):
+    """The request names a queue, partition, message or other resource that does not exist."""
+
+
+class Conflict(QueenError):
+    """The resource exists but is not in a state that allows the request."""
+
+
+class DatabaseUnavailable(QueenError):
+    """The database cannot be reached; the message says "database connection unavailable",
+    which is what the official consume loop retries on."""
+
+    def __init__(self, cause: BaseException | str) -> None:
+        super().__init__(f"database connection unavailable: {cause}")
+
+
+class ConfigError(QueenError):
+    """The configuration cannot be used; the message names the variable and the cause."""

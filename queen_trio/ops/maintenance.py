@@ -1,0 +1,121 @@
+"""Maintenance runs on one broker at a time: each pass takes a transaction-scoped advisory lock
+and skips its turn when another broker holds it (River's leader model, without a leader table).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+import trio
+
+from ..storage.database import Database
+from ..storage.sql import Q
+
+log = logging.getLogger("queen_trio.maintenance")
+
+T = TypeVar("T")
+
+RECLAIM_LOCK_KEY = 0x51_75_65_65_6E_01
+RETENTION_LOCK_KEY = 0x51_75_65_65_6E_02
+
+
+async def run_exclusive(
+    db: Database, lock_key: int, work: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T | None:
+    """Run `work` in a transaction holding `lock_key`; None when another broker has it."""
+
+    async def run(conn: asyncpg.Connection) -> T | None:
+        if not await Q.try_maintenance_lock.fetchval(conn, lock_key=lock_key):
+            return None
+        return await work(conn)
+
+    return await db.in_transaction(run)
+
+
+async def reclaim_partitions(
+    db: Database, *, idle_days: int, now: dt.datetime | None = None, limit: int = 1000
+) -> int | None:
+    """Delete empty partitions idle for `idle_days` as of `now`; the number deleted."""
+
+    async def work(conn: asyncpg.Connection) -> int:
+        rows = await Q.reclaim_partitions.fetch(conn, now=now, idle_days=idle_days, limit=limit)
+        return len(rows)
+
+    return await run_exclusive(db, RECLAIM_LOCK_KEY, work)
+
+
+class PeriodicService:
+    """A pass every `interval` seconds; a failed pass is logged and the next one retries."""
+
+    name = "maintenance"
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self.passes = 0
+
+    async def pass_once(self) -> None:
+        raise NotImplementedError
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            try:
+                await self.pass_once()
+            except Exception as exc:  # the broker keeps serving
+                log.warning(f"{self.name} failed", extra={"error": str(exc)})
+            else:
+                self.passes += 1
+            await trio.sleep(self._interval)
+
+
+class PartitionReclaimer(PeriodicService):
+    """Partition reclaim, every `interval` seconds."""
+
+    name = "partition reclaim"
+
+    def __init__(self, db: Database, *, idle_days: int, interval: float) -> None:
+        super().__init__(interval)
+        self._db = db
+        self._idle_days = idle_days
+        self.reclaimed = 0
+
+    async def pass_once(self) -> None:
+        deleted = await reclaim_partitions(self._db, idle_days=self._idle_days)
+        if deleted:
+            self.reclaimed += deleted
+            log.info("partitions reclaimed", extra={"count": deleted})
+
+
+async def retention_pass(db: Database, *, now: dt.datetime | None = None,
+                         limit: int = 1000) -> dict[str, int] | None:
+    """One retention, eviction and pruning pass as of `now`; None when another broker runs it."""
+
+    async def work(conn: asyncpg.Connection) -> dict[str, int]:
+        row = await Q.retention_pass.fetchrow(conn, now=now, limit=limit)
+        return dict(row)
+
+    return await run_exclusive(db, RETENTION_LOCK_KEY, work)
+
+
+class RetentionService(PeriodicService):
+    """retentionSeconds, completedRetentionSeconds, maxWaitTimeSeconds and dedup-index pruning,
+    every `interval` seconds, on one broker at a time."""
+
+    name = "retention pass"
+
+    def __init__(self, db: Database, *, interval: float, batch: int) -> None:
+        super().__init__(interval)
+        self._db = db
+        self._batch = batch
+        self.totals = {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
+
+    async def pass_once(self) -> None:
+        done = await retention_pass(self._db, limit=self._batch)
+        if done and any(done.values()):
+            for key, value in done.items():
+                self.totals[key] += value
+            log.info("retention pass", extra=done)

@@ -1,0 +1,115 @@
+"""Traces: consumers record events against a message; readers follow a flow by name."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from .. import ids, wire
+from ..errors import BadRequest, NotFound
+from ..storage import frames as framing
+from ..storage.database import Database
+from ..storage.encryption import PayloadCipher
+from ..storage.sql import Q
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+MAX_NAMES = 32
+MAX_EVENT_TYPE = 64
+
+
+def parse_trace(body: Any) -> tuple[uuid.UUID, str, str, str, bytes, list[str]]:
+    body = wire.require_object(body)
+    txid, pid = body.get("transactionId"), body.get("partitionId")
+    if not txid or pid in (None, ""):
+        raise BadRequest("transactionId and partitionId are required")
+    txid = wire.name(txid, "transactionId")
+    partition_id = wire.parse_uuid(pid, "partitionId")
+    if "data" not in body:
+        raise BadRequest("data is required")
+    group = wire.consumer_group(body.get("consumerGroup"))
+    event_type = body.get("eventType") or "info"
+    if not isinstance(event_type, str) or len(event_type) > MAX_EVENT_TYPE:
+        raise BadRequest(f"eventType must be a string of at most {MAX_EVENT_TYPE} characters")
+    names = body.get("traceNames", body.get("traceName"))
+    if names is None:
+        names = []
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise BadRequest("traceNames must be a string or an array of non-empty strings")
+    names = [wire.name(n, "traceNames entry") for n in names]
+    if len(names) > MAX_NAMES:
+        raise BadRequest(f"at most {MAX_NAMES} traceNames")
+    return (partition_id, txid, group, event_type, msgspec.json.encode(body["data"]),
+            sorted(set(names)))
+
+
+async def record(db: Database, body: Any) -> dict[str, Any]:
+    partition_id, txid, group, event_type, data, names = parse_trace(body)
+    event_id = ids.new_id()
+
+    async def run(conn: asyncpg.Connection) -> bool:
+        created = await Q.trace_insert_event.fetchval(
+            conn, event_id=event_id, partition_id=partition_id, transaction_id=txid,
+            consumer_group=group, event_type=event_type, data=data.decode(),
+            worker_id=WORKER_ID)
+        if created is None:
+            return False
+        if names:
+            await Q.trace_insert_names.execute(conn, event_id=event_id, trace_names=names,
+                                               created_at=created)
+        return True
+
+    if not await db.in_transaction(run):
+        raise NotFound("Message not found")
+    return {"success": True, "traceId": str(event_id)}
+
+
+async def by_message(db: Database, partition: str, txid: str) -> dict[str, Any]:
+    rows = await db.fetch(Q.trace_by_message,
+                          partition_id=wire.parse_uuid(partition, "partitionId"),
+                          transaction_id=wire.name(txid, "transactionId"))
+    return {"traces": [_event(r) for r in rows]}
+
+
+def _event(row: Any) -> dict[str, Any]:
+    return {"id": str(row["id"]), "event_type": row["event_type"],
+            "data": msgspec.Raw(row["data"].encode()), "consumer_group": row["consumer_group"],
+            "worker_id": row["worker_id"], "created_at": wire.format_millis(row["created_at"]),
+            "trace_names": list(row["trace_names"] or [])}
+
+
+async def by_name(db: Database, cipher: PayloadCipher, name: str,
+                  query: dict[str, str]) -> dict[str, Any]:
+    name = wire.name(name, "traceName")
+    page = wire.pagination(query, default_limit=100, max_limit=10_000)
+    rows = await db.fetch(Q.trace_by_name, trace_name=name, limit=page.limit,
+                          offset=page.offset)
+    traces = []
+    for row in rows:
+        payload = None
+        if row["frame"] is not None:
+            frame = next(framing.unpack(row["frame"]))
+            payload = msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
+                                  else frame.payload)
+        traces.append({**_event(row), "transaction_id": row["transaction_id"],
+                       "partition_id": str(row["partition_id"]),
+                       "queue_name": row["queue_name"], "partition_name": row["partition_name"],
+                       "message_payload": payload})
+    total = rows[0]["total"] if rows else await db.fetchval(Q.trace_name_total, trace_name=name)
+    return {"traces": traces, "total": total, "pagination": page.to_wire()}
+
+
+async def names(db: Database, query: dict[str, str]) -> dict[str, Any]:
+    page = wire.pagination(query, default_limit=50, max_limit=10_000)
+    rows = await db.fetch(Q.trace_names, limit=page.limit, offset=page.offset)
+    total = rows[0]["total"] if rows else await db.fetchval(Q.trace_names_total)
+    return {"trace_names": [{"trace_name": r["trace_name"], "trace_count": r["trace_count"],
+                             "message_count": r["message_count"],
+                             "last_seen": wire.format_millis(r["last_seen"])} for r in rows],
+            "total": total, "pagination": page.to_wire()}

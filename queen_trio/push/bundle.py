@@ -1,0 +1,164 @@
+"""Segments and the `queen.push_bundle` adapter, shared by the lane, the spool and transactions.
+
+    PushItem --pack_group--> PackedGroup --Segment.fuse--> Segment --commit_bundle--> rows
+
+A packed group carries one frame per item that writes (first wins within the request); a
+segment fuses the packed groups of one partition (first wins again, across requests); a bundle
+of segments is one `queen.push_bundle` call, whose rows settle every item.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from .. import ids
+from ..storage import frames
+from ..storage.sql import Q
+from .items import Group, PushItem, first_wins
+from .outcome import Outcome
+
+
+@attrs.define(slots=True, eq=False)
+class PackedGroup:
+    """A group ready for the lane: frames packed, payloads encrypted if the queue asks."""
+
+    group: Group
+    # What the broker assumed about the queue when packing; push_bundle checks both.
+    encrypted_assumed: bool
+    dedup: bool
+    # The items that carry a frame (within-request duplicates carry none), in order.
+    writers: list[PushItem]
+    frames: list[bytes]
+    # Set once the group's fate is known.
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: Outcome = Outcome.PENDING
+
+    @property
+    def assumptions(self) -> tuple[bool, bool]:
+        return (self.encrypted_assumed, self.dedup)
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.done.set()
+
+
+def pack_group(group: Group, *, dedup: bool, encryption_assumed: bool,
+               encrypt: Callable[[bytes], bytes] | None, producer_sub: str | None) -> PackedGroup:
+    """Resolve within-request duplicates (first wins) and pack one frame per winner."""
+    sub = producer_sub.encode() if producer_sub else b""
+    writers = first_wins(group.items, dedup=dedup)
+    packed = [frames.pack(
+        item.message_id.bytes, item.transaction_id.encode(),
+        encrypt(item.payload) if encrypt is not None else item.payload,
+        producer_sub=sub, trace_id=item.trace_id, encrypted=encrypt is not None,
+    ) for item in writers]
+    return PackedGroup(group, encryption_assumed, dedup, writers, packed)
+
+
+@attrs.define(eq=False)
+class Segment:
+    """One or more packed groups of one partition, fused, committed as one segment row."""
+
+    queue: str
+    partition: str
+    encrypted_assumed: bool
+    dedup: bool
+    groups: list[PackedGroup]
+    writers: list[PushItem] = attrs.Factory(list)
+    frames: list[bytes] = attrs.Factory(list)
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: Outcome = Outcome.PENDING
+    error: str | None = None
+    partition_id: str | None = None  # known once queued
+
+    @classmethod
+    def fuse(cls, groups: list[PackedGroup]) -> Segment:
+        """Groups packed under the same assumptions; a transaction id that two of them carry
+        is written once, by the earlier request."""
+        first = groups[0]
+        seg = cls(first.group.queue, first.group.partition, first.encrypted_assumed,
+                  first.dedup, groups)
+        frame_of = {id(item): frame for packed in groups
+                    for item, frame in zip(packed.writers, packed.frames, strict=True)}
+        seg.writers = first_wins((item for packed in groups for item in packed.writers),
+                                 dedup=seg.dedup)
+        seg.frames = [frame_of[id(item)] for item in seg.writers]
+        return seg
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(f) for f in self.frames)
+
+    def finish(self, outcome: Outcome, error: str | None = None) -> None:
+        """Settle the segment; every writer not settled by a row shares its outcome."""
+        self.outcome, self.error = outcome, error
+        for item in self.writers:
+            if outcome is not Outcome.QUEUED:
+                item.settle(outcome, error)
+            elif item.outcome is Outcome.PENDING:
+                item.settle(Outcome.QUEUED)
+        self.done.set()
+
+
+def bundle_arguments(segments: list[Segment], *, check_max_size: bool) -> dict[str, Any]:
+    ends: list[int] = []
+    txids: list[str] = []
+    for seg in segments:
+        ends.extend(itertools.accumulate(len(f) for f in seg.frames))
+        txids.extend(item.transaction_id for item in seg.writers)
+    return {
+        "queues": [s.queue for s in segments],
+        "partitions": [s.partition for s in segments],
+        "encrypted": [s.encrypted_assumed for s in segments],
+        "dedup": [s.dedup for s in segments],
+        "counts": [len(s.writers) for s in segments],
+        "frames": [b"".join(s.frames) for s in segments],
+        "frame_ends": ends,
+        "transaction_ids": txids,
+        "check_max_size": check_max_size,
+    }
+
+
+_SEGMENT_OUTCOMES = {"queued": Outcome.QUEUED, "stale": Outcome.STALE, "full": Outcome.FULL}
+
+
+def apply_bundle_rows(segments: list[Segment], rows: list[Any]) -> None:
+    """Settle every segment (and its items) from push_bundle's rows."""
+    outcomes: dict[int, Outcome] = {}
+    for row in rows:
+        seg = segments[row["segment_no"] - 1]
+        if row["outcome"] == "duplicate":
+            item = seg.writers[row["item_no"] - 1]
+            stored = row["ref_frames"]
+            item.original_id = (ids.ZERO_UUID if stored is None else str(frames.frame_at(
+                stored, row["ref_offset"] - row["ref_first_offset"]).message_id))
+            item.settle(Outcome.DUPLICATE)
+        else:
+            outcomes[row["segment_no"]] = _SEGMENT_OUTCOMES[row["outcome"]]
+            seg.partition_id = str(row["partition_id"])
+    for number, seg in enumerate(segments, start=1):
+        outcome = outcomes.get(number)
+        if outcome is None:
+            seg.finish(Outcome.FAILED, "push_bundle returned no outcome for the segment")
+        else:
+            seg.finish(outcome, "queue full" if outcome is Outcome.FULL else None)
+
+
+async def run_bundle(conn: Any, segments: list[Segment], *,
+                     check_max_size: bool = True) -> list[Any]:
+    """One `queen.push_bundle` call for the segments: its rows. The caller owns the
+    transaction (none: the call is its own) and settles the segments with the rows."""
+    return await Q.push_bundle.fetch(conn, **bundle_arguments(segments,
+                                                             check_max_size=check_max_size))
+
+
+async def commit_bundle(conn: Any, segments: list[Segment], *,
+                        check_max_size: bool = True) -> None:
+    """`run_bundle`, then settle the segments, inside the caller's transaction."""
+    apply_bundle_rows(segments, await run_bundle(conn, segments,
+                                                 check_max_size=check_max_size))

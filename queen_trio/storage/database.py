@@ -1,0 +1,275 @@
+"""Every database call goes through here: the asyncpg pool, the trio-asyncio crossing, migrations.
+
+asyncpg is asyncio code; the broker is trio. One trio-asyncio loop is opened for the broker's
+lifetime and each logical operation crosses the bridge exactly once (`Database.call`), so the
+cost of the bridge is visible in `statistics()` and batched by the callers (the push lane sends
+one call per bundle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+import attrs
+import trio
+import trio_asyncio
+
+from ..errors import DatabaseUnavailable
+from .sql import Q, Query, migrations
+
+log = logging.getLogger("queen_trio.database")
+
+T = TypeVar("T")
+
+MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations across brokers
+
+
+# SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
+# statement is wrong" (DECISIONS: Spool).
+_UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    if isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError, asyncpg.InterfaceError,
+                        asyncpg.InternalClientError)):
+        # InternalClientError: asyncpg's protocol lost track of a connection that died.
+        return True
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", "") or ""
+        return any(state.startswith(prefix) for prefix in _UNAVAILABLE_SQLSTATES)
+    return False
+
+
+@attrs.frozen
+class DatabaseStatistics:
+    calls: int
+    failures: int
+    in_flight: int
+    seconds_in_calls: float
+    pool_size: int
+    pool_idle: int
+
+
+@attrs.define
+class _Counters:
+    calls: int = 0
+    failures: int = 0
+    in_flight: int = 0
+    seconds: float = 0.0
+
+
+class Database:
+    """An open pool. Use `open_database`; every method must run inside its trio-asyncio loop."""
+
+    def __init__(self, pool: asyncpg.Pool, url: str, loop: trio_asyncio.TrioEventLoop) -> None:
+        self._pool = pool
+        # Kept explicitly (not taken from the context), so any task of the trio run may call.
+        self._loop = loop
+        self.url = url
+        self._counters = _Counters()
+        # Set once the schema is migrated; calls before that raise DatabaseUnavailable.
+        self.ready = trio.Event()
+
+    async def _ensure_schema(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                             retry_seconds: float = 1.0) -> None:
+        """Migrate now if the database answers; otherwise let the broker start and keep trying."""
+        started = False
+        while True:
+            try:
+                applied = await migrate(self.url)
+            except Exception as exc:
+                if not is_connection_failure(exc):
+                    raise
+                if not started:
+                    log.warning("database unreachable at start; pushes will spool",
+                                extra={"error": str(exc)})
+                    task_status.started()
+                    started = True
+                await trio.sleep(retry_seconds)
+                continue
+            if applied:
+                log.info("migrations applied", extra={"versions": applied})
+            self.ready.set()
+            if not started:
+                task_status.started()
+            return
+
+    def statistics(self) -> DatabaseStatistics:
+        c = self._counters
+        return DatabaseStatistics(
+            calls=c.calls,
+            failures=c.failures,
+            in_flight=c.in_flight,
+            seconds_in_calls=c.seconds,
+            pool_size=self._pool.get_size(),
+            pool_idle=self._pool.get_idle_size(),
+        )
+
+    async def call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run `work(connection)` on the asyncio side: one bridge crossing, one pool checkout.
+
+        Connection-level failures are raised as DatabaseUnavailable; anything else as is.
+        """
+        if not self.ready.is_set():
+            raise DatabaseUnavailable("the schema is not applied yet (database unreachable)")
+        c = self._counters
+        c.calls += 1
+        c.in_flight += 1
+        started = time.perf_counter()
+        try:
+            return await self._loop.run_aio_coroutine(self._with_connection(work))
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                c.failures += 1
+                if is_connection_failure(exc) and not isinstance(exc, DatabaseUnavailable):
+                    raise DatabaseUnavailable(exc) from exc
+            raise
+        finally:
+            c.in_flight -= 1
+            c.seconds += time.perf_counter() - started
+
+    async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        try:
+            conn = await self._pool.acquire()
+        except Exception as exc:
+            # Whatever stops us from getting a connection (refused, shutting down, not
+            # accepting connections) means the database is unavailable, not a bad statement.
+            raise DatabaseUnavailable(exc) from exc
+        try:
+            return await work(conn)
+        except (asyncpg.InternalClientError, asyncpg.InterfaceError):
+            # The connection's protocol state is unusable (its backend was terminated under
+            # it, say): never hand it out again.
+            conn.terminate()
+            raise
+        finally:
+            await self._pool.release(conn)
+
+    async def fetch(self, query: Query, **params: Any) -> list[asyncpg.Record]:
+        return await self.call(lambda conn: query.fetch(conn, **params))
+
+    async def fetchrow(self, query: Query, **params: Any) -> asyncpg.Record | None:
+        return await self.call(lambda conn: query.fetchrow(conn, **params))
+
+    async def fetchval(self, query: Query, **params: Any) -> Any:
+        return await self.call(lambda conn: query.fetchval(conn, **params))
+
+    async def execute(self, query: Query, **params: Any) -> str:
+        return await self.call(lambda conn: query.execute(conn, **params))
+
+    async def in_transaction(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async def run(conn: asyncpg.Connection) -> T:
+            async with conn.transaction():
+                return await work(conn)
+
+        return await self.call(run)
+
+    async def ping(self, within: float = 2.0) -> bool:
+        with trio.move_on_after(within):
+            try:
+                return await self.fetchval(Q.ping) == 1
+            except Exception:
+                return False
+        return False
+
+
+async def apply_migrations(conn: asyncpg.Connection, *, up_to: str | None = None) -> list[str]:
+    """Apply the migrations not applied yet (those up to `up_to` only, for upgrade tests);
+    the versions applied."""
+    applied: list[str] = []
+    await Q.migration_lock.execute(conn, lock_key=MIGRATION_LOCK_KEY)
+    try:
+        await Q.migration_bootstrap.execute(conn)
+        done = {r["version"] for r in await Q.migrations_applied.fetch(conn)}
+        for version, text in migrations():
+            if up_to is not None and version > up_to:
+                break
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(text)
+                await Q.migration_record.execute(conn, version=version)
+            applied.append(version)
+    finally:
+        await Q.migration_unlock.execute(conn, lock_key=MIGRATION_LOCK_KEY)
+    return applied
+
+
+async def migrate(url: str) -> list[str]:
+    """Apply pending migrations; safe when several brokers start together (advisory lock)."""
+
+    async def run() -> list[str]:
+        conn = await asyncpg.connect(url, timeout=5)
+        try:
+            return await apply_migrations(conn)
+        finally:
+            await conn.close()
+
+    return await trio_asyncio.aio_as_trio(run)()
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    return None
+
+
+@asynccontextmanager
+async def open_database(
+    url: str,
+    *,
+    pool_size: int = 20,
+    statement_timeout_ms: int = 30_000,
+    lock_timeout_ms: int = 10_000,
+    connect_timeout_ms: int = 2_000,
+    apply_migrations: bool = True,
+) -> AsyncIterator[Database]:
+    """Open the trio-asyncio loop and the pool; apply migrations; close both on exit.
+
+    A database that cannot be reached does not stop the broker from starting (pushes spool
+    meanwhile): the pool connects lazily, and migrations are retried in the background; until
+    they are applied every call raises DatabaseUnavailable.
+    """
+    async with trio_asyncio.open_loop() as loop:
+
+        async def create() -> asyncpg.Pool:
+            return await asyncpg.create_pool(
+                url,
+                min_size=0,
+                max_size=pool_size,
+                # The broker never leaves session state behind (no SET, no session locks, no
+                # LISTEN on pool connections; transactions are always closed), so the default
+                # reset query would only cost a round trip per checkout. asyncpg still rolls
+                # back a transaction left open.
+                reset=_keep_session,
+                timeout=connect_timeout_ms / 1000,
+                command_timeout=None,
+                server_settings={
+                    "application_name": "queen-trio",
+                    "statement_timeout": str(statement_timeout_ms),
+                    "lock_timeout": str(lock_timeout_ms),
+                    "timezone": "UTC",
+                },
+            )
+
+        pool = await trio_asyncio.aio_as_trio(create)()
+        db = Database(pool, url, loop)
+        try:
+            async with trio.open_nursery() as nursery:
+                if apply_migrations:
+                    await nursery.start(db._ensure_schema)
+                else:
+                    db.ready.set()
+                yield db
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(10):
+                    await trio_asyncio.aio_as_trio(pool.close)()
+                pool.terminate()

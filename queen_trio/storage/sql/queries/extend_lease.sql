@@ -1,0 +1,1 @@
+SELECT * FROM queen.extend_lease(:lease_id, :seconds)

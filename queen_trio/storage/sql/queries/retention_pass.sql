@@ -1,0 +1,1 @@
+SELECT * FROM queen.retention_pass(:now, :limit)

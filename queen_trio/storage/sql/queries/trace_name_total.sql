@@ -1,0 +1,1 @@
+SELECT count(*) FROM queen.trace_names WHERE trace_name = :trace_name

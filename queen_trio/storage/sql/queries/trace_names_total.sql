@@ -1,0 +1,1 @@
+SELECT count(DISTINCT trace_name) FROM queen.trace_names

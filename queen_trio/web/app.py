@@ -1,0 +1,201 @@
+"""The HTTP surface: a pure ASGI application (no coupling to the server under it).
+
+This is the one place where domain errors (`queen_trio.errors`) become HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote
+
+import attrs
+import msgspec
+
+from .. import wire
+from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, QueenError
+
+if TYPE_CHECKING:
+    from .auth import Authenticator
+
+log = logging.getLogger("queen_trio.http")
+
+# Domain errors and the status each one answers with.
+STATUS_OF: dict[type[QueenError], int] = {
+    BadRequest: 400,
+    NotFound: 404,
+    Conflict: 409,
+    DatabaseUnavailable: 503,
+}
+
+CORS_HEADERS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-methods", b"GET, POST, PUT, DELETE, OPTIONS"),
+    (b"access-control-allow-headers", b"Content-Type, Authorization"),
+    (b"access-control-max-age", b"86400"),
+]
+JSON_HEADERS = [(b"content-type", b"application/json"), *CORS_HEADERS]
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or []
+
+
+@attrs.define(slots=True)
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    query: dict[str, str]
+    headers: dict[bytes, bytes]
+    body: bytes
+    # The authenticated subject (JWT `sub`), stamped as producerSub; None while auth is off.
+    subject: str | None = None
+
+    def json(self) -> Any:
+        """The body as strict JSON; an empty body is {} (routes whose fields are optional)."""
+        return wire.decode_object(self.body)
+
+
+@attrs.define(slots=True)
+class Response:
+    status: int
+    body: bytes = b""
+    headers: list[tuple[bytes, bytes]] = attrs.Factory(lambda: list(JSON_HEADERS))
+
+
+def json_response(status: int, value: Any) -> Response:
+    return Response(status, msgspec.json.encode(value))
+
+
+def error_response(status: int, message: str) -> Response:
+    return json_response(status, {"error": message})
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@attrs.frozen
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: Handler
+    access: str  # the level a caller needs (queen_trio.auth)
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    parts = []
+    for segment in template.strip("/").split("/"):
+        if segment.startswith(":"):
+            parts.append(f"(?P<{segment[1:]}>[^/]+)")
+        else:
+            parts.append(re.escape(segment))
+    return re.compile("^/" + "/".join(parts) + "$")
+
+
+class Router:
+    def __init__(self) -> None:
+        self._routes: list[Route] = []
+
+    def add(self, method: str, template: str, handler: Handler, *, access: str) -> None:
+        self._routes.append(Route(method, _compile(template), handler, access))
+
+    def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
+        allowed = False
+        for route in self._routes:
+            match = route.pattern.match(raw_path)
+            if match is None:
+                continue
+            if route.method != method:
+                allowed = True
+                continue
+            # Path parameters arrive percent-encoded; decode each one on its own, so an
+            # encoded "/" stays inside its parameter.
+            return route, {k: unquote(v) for k, v in match.groupdict().items()}
+        if allowed:
+            raise HTTPError(405, f"Method {method} not allowed on {raw_path}")
+        raise HTTPError(404, f"Route not found: {method} {raw_path}")
+
+
+class App:
+    """The ASGI callable: routing, authentication, the body, errors. `routes.py` builds it."""
+
+    def __init__(self, router: Router, auth: Authenticator, *, max_body_bytes: int) -> None:
+        self.router = router
+        self.auth = auth
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        response = await self._respond(scope, receive)
+        headers = response.headers
+        if response.status != 204:
+            headers = [*headers, (b"content-length", str(len(response.body)).encode())]
+        await send({"type": "http.response.start", "status": response.status,
+                    "headers": headers})
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _respond(self, scope: dict[str, Any], receive: Any) -> Response:
+        method = scope["method"]
+        if method == "OPTIONS":
+            return Response(204, b"", list(CORS_HEADERS))
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        path = raw_path.decode("utf-8", "replace").split("?", 1)[0]
+        try:
+            route, params = self.router.resolve(method, path)
+            headers = dict(scope["headers"])
+            subject = await self.auth.authenticate(headers, route.access)
+            body = await self._read_body(headers, receive)
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
+                                   keep_blank_values=True))
+            request = Request(method, path, params, query, headers, body, subject)
+            return await route.handler(request)
+        except HTTPError as exc:
+            response = error_response(exc.status, str(exc))
+            response.headers.extend(exc.headers)
+            return response
+        except QueenError as exc:
+            status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)),
+                          500)
+            return error_response(status, str(exc))
+        except Exception as exc:
+            log.exception("request failed", extra={"method": method, "path": path})
+            return error_response(500, f"internal error: {type(exc).__name__}")
+
+    async def _read_body(self, headers: dict[bytes, bytes], receive: Any) -> bytes:
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise HTTPError(413, f"Request body exceeds {self.max_body_bytes} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise HTTPError(413, f"Request body exceeds {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,160 @@
+"""Route table: which handler answers which (method, path)."""
+
+from __future__ import annotations
+
+from .. import __version__, wire
+from ..broker import Broker
+from ..consume import acks
+from ..consume.dlq import read_dead_letters
+from ..consume.pop import parse_pop
+from ..ops import traces
+from ..push.parse import parse_push_body
+from ..push.transactions import parse_transaction
+from ..queues.queues import parse_configure
+from .app import CORS_HEADERS, App, Request, Response, Router, error_response, json_response
+from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
+
+# Routes of the reference contract (dashboard, admin and metrics) that this broker does not
+# serve yet: they answer 501 with an error body (docs/api.md lists them), never a silent 404 or
+# a fake success.
+NOT_BUILT: list[tuple[str, str, str]] = [
+    ("GET", "/api/v1/resources/overview", READ),
+    ("GET", "/api/v1/resources/queues", READ),
+    ("GET", "/api/v1/resources/queues/:queue", READ),
+    ("GET", "/api/v1/resources/namespaces", READ),
+    ("GET", "/api/v1/resources/tasks", READ),
+    ("GET", "/api/v1/messages", READ),
+    ("GET", "/api/v1/messages/:partitionId/:transactionId", READ),
+    ("DELETE", "/api/v1/messages/:partitionId/:transactionId", WRITE),
+    ("GET", "/api/v1/consumer-groups", READ),
+    ("GET", "/api/v1/consumer-groups/lagging", READ),
+    ("GET", "/api/v1/consumer-groups/:group", READ),
+    ("DELETE", "/api/v1/consumer-groups/:group", ADMIN),
+    ("DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ADMIN),
+    ("POST", "/api/v1/consumer-groups/:group/subscription", WRITE),
+    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", WRITE),
+    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek", WRITE),
+    ("GET", "/api/v1/status", READ),
+    ("GET", "/api/v1/status/queues", READ),
+    ("GET", "/api/v1/status/queues/:queue", READ),
+    ("GET", "/api/v1/status/queues/:queue/messages", READ),
+    ("GET", "/api/v1/status/analytics", READ),
+    *(("GET", f"/api/v1/analytics/{name}", READ) for name in (
+        "system-metrics", "worker-metrics", "queue-lag", "queue-ops", "queue-parked-replicas",
+        "retention", "postgres-stats")),
+    ("POST", "/api/v1/stats/refresh", ADMIN),
+    ("GET", "/metrics", PUBLIC),
+    ("GET", "/metrics/prometheus", PUBLIC),
+]
+
+
+def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
+    """The app for `broker`; `auth` defaults to one built from the broker's settings (the
+    server passes one it has already started, so a bad JWKS refuses to boot)."""
+    router = Router()
+
+    async def push(request: Request) -> Response:
+        items = parse_push_body(request.body)
+        status, results = await broker.publisher.push(items, request.subject)
+        response = json_response(status, results)
+        if status == 429:
+            # The clients back off on Retry-After; consumers free the space.
+            response.headers.append((b"retry-after", b"1"))
+        return response
+
+    async def configure_queue(request: Request) -> Response:
+        return json_response(200, await broker.queues.configure(parse_configure(request.json())))
+
+    async def health(request: Request) -> Response:
+        healthy = await broker.db.ping()
+        return json_response(200 if healthy else 503, {
+            "status": "healthy" if healthy else "unhealthy",
+            "database": "connected" if healthy else "disconnected",
+            "server": "queen-trio",
+            "version": __version__,
+        })
+
+    async def pop(request: Request) -> Response:
+        queue, partition = request.params.get("queue"), request.params.get("partition")
+        req = parse_pop(request.query, broker.settings,
+                        queue=None if queue is None else wire.name(queue, "queue"),
+                        partition=None if partition is None else wire.name(partition, "partition"))
+        reply = await broker.consumer.pop(req)
+        if reply is None:
+            return Response(204, b"", list(CORS_HEADERS))
+        return json_response(200, reply)
+
+    async def ack_one(request: Request) -> Response:
+        group, ack = acks.parse_single_ack(request.json())
+        return json_response(200, await broker.ack_lane.settle(group, [ack]))
+
+    async def ack_batch(request: Request) -> Response:
+        group, items = acks.parse_ack_batch(request.json())
+        return json_response(200, await broker.ack_lane.settle(group, items))
+
+    async def extend_lease(request: Request) -> Response:
+        lease_id = wire.parse_uuid(request.params["leaseId"], "leaseId")
+        seconds = acks.parse_extend(request.json())
+        return json_response(200, await acks.extend_lease(broker.db, lease_id, seconds))
+
+    async def dead_letters(request: Request) -> Response:
+        return json_response(200, await read_dead_letters(broker.db, broker.cipher,
+                                                          request.query))
+
+    async def remove_queue(request: Request) -> Response:
+        name = wire.name(request.params["queue"], "queue")
+        return json_response(200, await broker.queues.delete(name))
+
+    async def transaction(request: Request) -> Response:
+        ops, leases = parse_transaction(request.body)
+        return json_response(200, await broker.transactions.run(ops, leases, request.subject))
+
+    async def record_trace(request: Request) -> Response:
+        return json_response(201, await traces.record(broker.db, request.json()))
+
+    async def trace_names(request: Request) -> Response:
+        return json_response(200, await traces.names(broker.db, request.query))
+
+    async def trace_by_name(request: Request) -> Response:
+        return json_response(200, await traces.by_name(
+            broker.db, broker.cipher, request.params["traceName"], request.query))
+
+    async def trace_of_message(request: Request) -> Response:
+        return json_response(200, await traces.by_message(
+            broker.db, request.params["partitionId"], request.params["transactionId"]))
+
+    router.add("POST", "/api/v1/traces", record_trace, access=WRITE)
+    # Literal routes first: "names" and "by-name" are not partition ids.
+    router.add("GET", "/api/v1/traces/names", trace_names, access=READ)
+    router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name, access=READ)
+    router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message, access=READ)
+    async def buffers(request: Request) -> Response:
+        stats = broker.spool.statistics()
+        return json_response(200, {"pending": stats.pending, "failed": stats.failed,
+                                   "files": stats.files, "dbHealthy": await broker.db.ping(),
+                                   "directory": str(broker.spool.directory)})
+
+    router.add("GET", "/api/v1/status/buffers", buffers, access=READ)
+    router.add("POST", "/api/v1/push", push, access=PUSH)
+    router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
+    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE)
+    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop, access=WRITE)
+    router.add("GET", "/api/v1/pop", pop, access=WRITE)
+    router.add("POST", "/api/v1/ack", ack_one, access=WRITE)
+    router.add("POST", "/api/v1/ack/batch", ack_batch, access=WRITE)
+    router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease, access=WRITE)
+    router.add("GET", "/api/v1/dlq", dead_letters, access=READ)
+    router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue, access=ADMIN)
+    router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
+    router.add("GET", "/health", health, access=PUBLIC)
+    for method, template, access in NOT_BUILT:
+        router.add(method, template, _not_built(method, template), access=access)
+    return App(router, auth or Authenticator(broker.settings.auth),
+               max_body_bytes=broker.settings.max_body_bytes)
+
+
+def _not_built(method: str, template: str):  # type: ignore[no-untyped-def]
+    async def handler(request: Request) -> Response:
+        return error_response(501, f"{method} {template} is not implemented by this broker yet")
+
+    return handler

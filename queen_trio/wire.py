@@ -1,0 +1,169 @@
+"""Request parsing shared by every route: strict JSON, query parameters, ids, names, groups,
+timestamps and pagination, and the timestamp formats replies use (DECISIONS: Wire).
+
+Everything here raises `errors.BadRequest` with a message that names the field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import msgspec
+
+from .errors import BadRequest
+
+# A queue-mode consumer is this group (`consumerGroup` absent or empty).
+QUEUE_MODE = "__QUEUE_MODE__"
+MAX_NAME_LENGTH = 255
+INT32_MAX = 2**31 - 1
+
+_ANY_JSON = msgspec.json.Decoder()
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+_INTEGER = re.compile(r"-?\d+")
+
+
+# -- JSON bodies -------------------------------------------------------------------------------
+
+def _check_utf8(body: bytes) -> None:
+    """Strict JSON text is UTF-8 everywhere, payloads included."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"Invalid JSON: invalid UTF-8 at byte {exc.start}") from None
+
+
+def _describe_decode_error(exc: msgspec.DecodeError) -> str:
+    text = str(exc)
+    if "truncated" in text:
+        return "Invalid JSON: input is truncated or contains an invalid escape"
+    return f"Invalid JSON: {text}"
+
+
+def decode_strict(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    """Decode a request body: BadRequest for an empty body or anything but strict JSON.
+    A ValidationError (well-formed JSON of the wrong shape) is the caller's to word."""
+    if not body.strip():
+        raise BadRequest("Empty request body")
+    _check_utf8(body)
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError as exc:
+        raise BadRequest(_describe_decode_error(exc)) from None
+
+
+def decode_object(body: bytes) -> Any:
+    """Any strict JSON value; an empty body is {} (routes whose fields are all optional)."""
+    if not body.strip():
+        return {}
+    return decode_strict(_ANY_JSON, body)
+
+
+def require_object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest("Request body must be a JSON object")
+    return body
+
+
+# -- names and ids -----------------------------------------------------------------------------
+
+def name(value: Any, label: str, where: str = "") -> str:
+    """A queue, partition, group or trace name: a string of at most 255 characters, no NUL."""
+    if not isinstance(value, str):
+        raise BadRequest(f"{label} must be a string{where}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise BadRequest(f"{label} must be at most {MAX_NAME_LENGTH} characters{where}")
+    if "\x00" in value:
+        raise BadRequest(f"{label} must not contain NUL characters{where}")
+    return value
+
+
+def parse_uuid(value: Any, label: str) -> uuid.UUID:
+    if not isinstance(value, str):
+        raise BadRequest(f"{label} must be a UUID string")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise BadRequest(f"{label} is not a valid UUID: {value!r}") from None
+
+
+def consumer_group(value: Any, where: str = "") -> str:
+    """`consumerGroup`: absent, null or empty is queue mode (DECISIONS: Wire)."""
+    if value is None or value == "":
+        return QUEUE_MODE
+    if not isinstance(value, str):
+        raise BadRequest(f"consumerGroup{where} must be a string or null")
+    return name(value, "consumerGroup", where)
+
+
+# -- query parameters --------------------------------------------------------------------------
+
+def query_bool(query: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = query.get(key)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise BadRequest(f"{key} must be true, false, 1 or 0")
+
+
+def query_int(query: Mapping[str, str], key: str, default: int, *, minimum: int,
+              maximum: int) -> int:
+    raw = query.get(key)
+    if raw is None:
+        return default
+    if not _INTEGER.fullmatch(raw.strip()):
+        raise BadRequest(f"{key} must be an integer")
+    value = int(raw)
+    if not minimum <= value <= maximum:
+        raise BadRequest(f"{key} must be between {minimum} and {maximum}")
+    return value
+
+
+@attrs.frozen
+class Page:
+    limit: int
+    offset: int
+
+    def to_wire(self) -> dict[str, int]:
+        return {"limit": self.limit, "offset": self.offset}
+
+
+def pagination(query: Mapping[str, str], *, default_limit: int, max_limit: int) -> Page:
+    """`limit` (1..max_limit) and `offset` (>= 0) of a list route."""
+    return Page(query_int(query, "limit", default_limit, minimum=1, maximum=max_limit),
+                query_int(query, "offset", 0, minimum=0, maximum=INT32_MAX))
+
+
+# -- timestamps --------------------------------------------------------------------------------
+
+def parse_timestamp(text: str, label: str) -> dt.datetime:
+    """ISO-8601; a trailing Z is UTC (Python 3.10 rejects it), a naive time is UTC."""
+    candidate = text.strip()
+    if candidate.endswith(("Z", "z")):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        parsed = dt.datetime.fromisoformat(candidate)
+    except ValueError:
+        raise BadRequest(f"{label} is not an ISO-8601 timestamp: {text!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed
+
+
+def format_micros(value: dt.datetime) -> str:
+    """Pop `createdAt`: UTC with microseconds."""
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def format_millis(value: dt.datetime) -> str:
+    """Every other timestamp: UTC with milliseconds."""
+    return format_micros(value)[:-4] + "Z"

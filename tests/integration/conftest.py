@@ -1,0 +1,105 @@
+"""Test fixtures: one embedded PostgreSQL per run, a fresh database per test.
+
+Each test's database is cloned from a migrated template (CREATE DATABASE ... TEMPLATE), which
+takes a few milliseconds. QUEEN_TEST_DATABASE_URL points the suite at an external server
+instead (the role needs CREATEDB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import pytest
+import trio
+
+from queen_trio.broker import Broker, open_broker
+from queen_trio.settings import Settings
+from queen_trio.storage.database import apply_migrations
+from queen_trio.storage.embedded import EmbeddedPostgres
+from queen_trio.web.routes import create_app
+from tests.support.brokers import make_settings, serve_on_port
+from tests.support.outage import execute_statements
+
+TEMPLATE = "queen_test_template"
+_counter = itertools.count()
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def _run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+async def _migrate(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres | None]:
+    if os.environ.get("QUEEN_TEST_DATABASE_URL"):
+        yield None
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(mode="immediate")
+
+
+@pytest.fixture(scope="session")
+def admin_url(embedded_postgres: EmbeddedPostgres | None) -> Iterator[str]:
+    url = os.environ.get("QUEEN_TEST_DATABASE_URL") or embedded_postgres.url()  # type: ignore[union-attr]
+    template = with_database(url, TEMPLATE)
+    _run(execute_statements(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)",
+                f"CREATE DATABASE {TEMPLATE}"))
+    _run(_migrate(template))
+    yield url
+    _run(execute_statements(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
+
+
+@pytest.fixture
+def database_url(admin_url: str) -> Iterator[str]:
+    name = f"queen_test_{os.getpid()}_{next(_counter)}"
+    _run(execute_statements(admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+    yield with_database(admin_url, name)
+    _run(execute_statements(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return make_settings(database_url)
+
+
+@pytest.fixture
+async def broker(settings: Settings) -> AsyncIterator[Broker]:
+    async with open_broker(settings, settings.database_url or "") as b:
+        yield b
+
+
+@pytest.fixture
+async def client(broker: Broker) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(broker))
+    async with httpx.AsyncClient(transport=transport, base_url="http://broker") as c:
+        yield c
+
+
+
+
+@pytest.fixture
+async def http_url(broker: Broker, nursery: trio.Nursery) -> str:
+    bound = await nursery.start(serve_on_port, broker)
+    return str(bound[0])

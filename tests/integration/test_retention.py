@@ -1,0 +1,83 @@
+"""Retention, completed retention, maxWaitTimeSeconds eviction, dedup-index pruning."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from queen_trio.ids import ZERO_UUID
+from queen_trio.ops.maintenance import retention_pass
+from tests.support.consuming import ack_batch, configure, data, pop, push
+from tests.support.db import db_fetchval
+
+
+def later(seconds):
+    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)
+
+
+async def count(broker, table):
+    return await db_fetchval(broker.db, f"SELECT count(*) FROM queen.{table}")
+
+
+async def test_nothing_is_deleted_without_retention_options(client, broker):
+    await push(client, "keep", 1, 2)
+    done = await retention_pass(broker.db, now=later(10 * 365 * 86400))
+    assert done == {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
+    assert await count(broker, "segments") == 1
+
+
+async def test_retention_seconds_deletes_whatever_was_consumed(client, broker):
+    await configure(client, "ret", retentionSeconds=60)
+    await push(client, "ret", "old", txids=["t-old"])
+    done = await retention_pass(broker.db, now=later(30))
+    assert done["expired"] == 0
+    done = await retention_pass(broker.db, now=later(61))
+    assert done["expired"] == 1
+    assert await pop(client, "ret") is None
+    # The index row outlives the segment within the dedup window: a duplicate still answers,
+    # with the "original unknown" id.
+    r = await push(client, "ret", "again", txids=["t-old"])
+    assert r[0]["status"] == "duplicate" and r[0]["message_id"] == ZERO_UUID
+
+
+async def test_completed_retention_never_passes_the_slowest_group(client, broker):
+    await configure(client, "done", completedRetentionSeconds=10)
+    await push(client, "done", "a", "b")
+    fast = await pop(client, "done", batch=5, consumerGroup="fast")
+    slow = await pop(client, "done", batch=5, consumerGroup="slow")
+    await ack_batch(client, fast["messages"], group="fast")
+    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 0
+    await ack_batch(client, slow["messages"], group="slow")
+    assert (await retention_pass(broker.db, now=later(5)))["completed"] == 0  # too young
+    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 1
+    assert await count(broker, "segments") == 0
+
+
+async def test_completed_retention_keeps_a_partition_no_group_reads(client, broker):
+    await configure(client, "unread", completedRetentionSeconds=1)
+    await push(client, "unread", "x")
+    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 0
+
+
+async def test_max_wait_moves_old_pending_messages_to_the_dlq(client, broker):
+    await configure(client, "wait", maxWaitTimeSeconds=30)
+    await push(client, "wait", "stale-1", "stale-2", partition="a")
+    await push(client, "wait", "leased", partition="b")
+    held = await pop(client, "wait", partition="b")  # leased: left alone until its lease ends
+    assert data(held) == ["leased"]
+    done = await retention_pass(broker.db, now=later(31))
+    assert done["evicted"] == 2
+    dlq = (await client.get("/api/v1/dlq", params={"queue": "wait"})).json()
+    assert sorted(m["data"] for m in dlq["messages"]) == ["stale-1", "stale-2"]
+    assert {m["errorMessage"] for m in dlq["messages"]} == {"maxWaitTimeSeconds exceeded"}
+    assert await pop(client, "wait", partition="a") is None
+    assert (await ack_batch(client, held["messages"]))[0]["success"] is True
+
+
+async def test_dedup_index_is_pruned_past_window_and_segment(client, broker):
+    await configure(client, "prune", retentionSeconds=10, dedupWindowSeconds=20)
+    await push(client, "prune", "x", txids=["p-1"])
+    await retention_pass(broker.db, now=later(11))  # the segment goes first
+    assert await count(broker, "transaction_index") == 1
+    done = await retention_pass(broker.db, now=later(21))
+    assert done["pruned"] == 1
+    assert await count(broker, "transaction_index") == 0

@@ -1,0 +1,33 @@
+"""Brokers for tests: settings with a private spool, and the app served on a real port."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import trio
+
+from queen_trio.broker import Broker
+from queen_trio.settings import Settings
+from queen_trio.web.routes import create_app
+
+
+def make_settings(database_url: str, **overrides: object) -> Settings:
+    # Every broker of a test gets its own spool directory (one broker per directory).
+    values: dict[str, object] = {"database_url": database_url, "db_pool_size": 10,
+                                 "push_shards": 2, "port": 6632,
+                                 "spool_dir": Path(tempfile.mkdtemp(prefix="queen-spool-"))}
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+async def serve_on_port(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
+    """Serve `broker` with hypercorn on a free loopback port; started() gives the base URL."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.graceful_timeout = 1
+    await serve(create_app(broker), config, task_status=task_status)

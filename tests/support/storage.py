@@ -1,0 +1,53 @@
+"""Read what a push stored, straight from the storage layer."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import attrs
+
+from queen_trio.storage import frames
+from queen_trio.storage.database import Database
+from tests.support.db import db_fetch
+
+
+@attrs.frozen
+class StoredMessage:
+    offset: int
+    created_at: dt.datetime
+    frame: frames.Frame
+
+
+async def stored_messages(db: Database, queue: str, partition: str = "Default") -> list[StoredMessage]:
+    rows = await db_fetch(db,
+        """SELECT s.first_offset, s.created_at, s.frames
+             FROM queen.segments s
+             JOIN queen.partitions p ON p.id = s.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id
+            WHERE q.name = $1 AND p.name = $2
+            ORDER BY s.first_offset""",
+        queue, partition,
+    )
+    out: list[StoredMessage] = []
+    for row in rows:
+        for i, frame in enumerate(frames.unpack(row["frames"])):
+            out.append(StoredMessage(row["first_offset"] + i, row["created_at"], frame))
+    return out
+
+
+def push_body(*items: dict) -> dict:
+    return {"items": list(items)}
+
+
+# A trigger that makes every segment of the partition named 'poison' fail to insert.
+POISON_TRIGGER = """
+CREATE FUNCTION queen.test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT name FROM queen.partitions WHERE id = NEW.partition_id) = 'poison' THEN
+        RAISE EXCEPTION 'poisoned partition';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_poison BEFORE INSERT ON queen.segments
+    FOR EACH ROW EXECUTE FUNCTION queen.test_poison();
+"""
