@@ -12,7 +12,7 @@ from .. import wire
 from ..errors import BadRequest
 from ..storage.database import Database
 from ..storage.sql import Q
-from .fusion import CallFusion, Fusable
+from .fusion import CallFusion, Fusable, FusionStatistics
 from .wakeups import WakeRegistry
 
 STATUSES = ("completed", "success", "failed", "dlq", "retry")
@@ -79,6 +79,9 @@ class AckLane:
         self._db = db
         self._wakeups = wakeups
         self.fusion = CallFusion[_AckRequest](self._call)
+
+    def statistics(self) -> FusionStatistics:
+        return self.fusion.statistics()
 
     async def settle(self, group: str, acks: list[Ack]) -> list[dict[str, Any]]:
         """Apply the acks; one result per ack, in request order."""

@@ -29,6 +29,21 @@ class Fusable:
 R = TypeVar("R", bound=Fusable)
 
 
+@attrs.frozen
+class FusionStatistics:
+    calls: int         # database calls that succeeded
+    requests: int      # requests submitted
+    splits: int        # fused calls that failed and were retried request by request
+    waiting: int       # requests queued for the next call
+
+
+@attrs.define
+class _Counters:
+    calls: int = 0
+    requests: int = 0
+    splits: int = 0
+
+
 class CallFusion(Generic[R]):
     def __init__(self, call: Callable[[list[R]], Awaitable[None]], *, callers: int = 2) -> None:
         """`call(batch)` runs one database call for the batch and fills in every request's
@@ -36,9 +51,15 @@ class CallFusion(Generic[R]):
         self._call = call
         self._callers = callers
         self._send, self._receive = trio.open_memory_channel[R](math.inf)
-        self.calls = 0
+        self._counters = _Counters()
+
+    def statistics(self) -> FusionStatistics:
+        c = self._counters
+        return FusionStatistics(calls=c.calls, requests=c.requests, splits=c.splits,
+                                waiting=self._receive.statistics().current_buffer_used)
 
     async def submit(self, request: R) -> None:
+        self._counters.requests += 1
         self._send.send_nowait(request)
         await request.done.wait()
         if request.failure is not None:
@@ -65,9 +86,10 @@ class CallFusion(Generic[R]):
     async def dispatch(self, batch: list[R]) -> None:
         try:
             await self._call(batch)
-            self.calls += 1
+            self._counters.calls += 1
         except Exception as exc:
             if len(batch) > 1 and not is_connection_failure(exc):
+                self._counters.splits += 1
                 for request in batch:
                     await self.dispatch([request])
                 return

@@ -17,7 +17,7 @@ from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 from ..wire import QUEUE_MODE, query_bool, query_int
-from .fusion import CallFusion, Fusable
+from .fusion import CallFusion, Fusable, FusionStatistics
 from .wakeups import WakeRegistry
 
 MAX_BATCH = 10_000
@@ -26,6 +26,12 @@ MAX_TIMEOUT_MS = 3_600_000
 
 _START_MODES = {"": "all", "all": "all", "from_beginning": "all",
                 "new": "new", "new-only": "new", "now": "new"}
+
+
+@attrs.frozen
+class ConsumerStatistics:
+    joined_groups: int  # (queue, group) pairs known to have joined: their claims fuse
+    claims: FusionStatistics
 
 
 @attrs.frozen
@@ -117,6 +123,10 @@ class Consumer:
         # contact (it may lock the queue row to join) goes alone through pop_claim.
         self.claims = CallFusion[_ClaimRequest](self._claim_many)
         self._joined: set[tuple[str | None, str]] = set()
+
+    def statistics(self) -> ConsumerStatistics:
+        return ConsumerStatistics(joined_groups=len(self._joined),
+                                  claims=self.claims.statistics())
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.claims.run(task_status=task_status)

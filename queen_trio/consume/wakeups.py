@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import asyncpg
+import attrs
 import trio
 import trio_asyncio
 
@@ -19,13 +20,29 @@ log = logging.getLogger("queen_trio.wakeups")
 CHANNEL = "queen_push"
 
 
+@attrs.frozen
+class WakeStatistics:
+    watched_queues: int  # queues with an event armed
+    notifications: int   # wake-ups delivered (local commits and NOTIFY)
+
+
+@attrs.frozen
+class ListenerStatistics:
+    connected: bool
+    notifications: int  # NOTIFY messages received from other brokers
+    reconnects: int
+
+
 class WakeRegistry:
     """One event per queue (and one for any queue); `notify` sets it and arms a fresh one."""
 
     def __init__(self) -> None:
         self._events: dict[str, trio.Event] = {}
         self._any = trio.Event()
-        self.notifications = 0
+        self._notifications = 0
+
+    def statistics(self) -> WakeStatistics:
+        return WakeStatistics(watched_queues=len(self._events), notifications=self._notifications)
 
     def event(self, queue: str | None) -> trio.Event:
         """The event a waiter should capture before it looks (None: any queue)."""
@@ -37,7 +54,7 @@ class WakeRegistry:
         return event
 
     def notify(self, queue: str) -> None:
-        self.notifications += 1
+        self._notifications += 1
         event = self._events.pop(queue, None)
         if event is not None:
             event.set()
@@ -52,10 +69,17 @@ class NotifyListener:
         self._registry = registry
         self._url = url
         self._retry = retry_seconds
-        self.connected = False
+        self._connected = False
+        self._received = 0
+        self._connections = 0
+
+    def statistics(self) -> ListenerStatistics:
+        return ListenerStatistics(connected=self._connected, notifications=self._received,
+                                  reconnects=max(self._connections - 1, 0))
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         # Runs as an asyncio callback on trio-asyncio's loop, in trio's thread.
+        self._received += 1
         self._registry.notify(payload)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -68,7 +92,8 @@ class NotifyListener:
                     self._url, server_settings={"application_name": "queen-trio-listen"})
                 conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await trio_asyncio.aio_as_trio(conn.add_listener)(CHANNEL, self._on_notify)
-                self.connected = True
+                self._connected = True
+                self._connections += 1
                 if not started:
                     task_status.started()
                     started = True
@@ -84,7 +109,7 @@ class NotifyListener:
                     task_status.started()
                     started = True
             finally:
-                self.connected = False
+                self._connected = False
                 if conn is not None and not conn.is_closed():
                     conn.terminate()
             await trio.sleep(self._retry)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import asyncpg
+import attrs
 import trio
 
 from ..storage.database import Database
@@ -48,27 +50,55 @@ async def reclaim_partitions(
     return await run_exclusive(db, RECLAIM_LOCK_KEY, work)
 
 
+@attrs.frozen
+class PeriodicStatistics:
+    name: str
+    passes: int              # passes this broker ran
+    skipped: int             # turns another broker held the lock
+    failures: int
+    last_error: str | None
+    totals: Mapping[str, int]  # what the passes changed, by kind
+
+
 class PeriodicService:
-    """A pass every `interval` seconds; a failed pass is logged and the next one retries."""
+    """A pass every `interval` seconds; a failed pass is logged and the next one retries.
+
+    `pass_once` returns what it changed by kind, or None when another broker had the turn.
+    """
 
     name = "maintenance"
 
     def __init__(self, interval: float) -> None:
         self._interval = interval
-        self.passes = 0
+        self._passes = self._skipped = self._failures = 0
+        self._last_error: str | None = None
+        self._totals: Counter[str] = Counter()
 
-    async def pass_once(self) -> None:
+    def statistics(self) -> PeriodicStatistics:
+        return PeriodicStatistics(name=self.name, passes=self._passes, skipped=self._skipped,
+                                  failures=self._failures, last_error=self._last_error,
+                                  totals=dict(self._totals))
+
+    async def pass_once(self) -> Mapping[str, int] | None:
         raise NotImplementedError
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             try:
-                await self.pass_once()
+                done = await self.pass_once()
             except Exception as exc:  # the broker keeps serving
+                self._failures += 1
+                self._last_error = f"{type(exc).__name__}: {exc}"
                 log.warning(f"{self.name} failed", extra={"error": str(exc)})
             else:
-                self.passes += 1
+                if done is None:
+                    self._skipped += 1
+                else:
+                    self._passes += 1
+                    self._totals.update(done)
+                    if any(done.values()):
+                        log.info(self.name, extra=dict(done))
             await trio.sleep(self._interval)
 
 
@@ -81,13 +111,10 @@ class PartitionReclaimer(PeriodicService):
         super().__init__(interval)
         self._db = db
         self._idle_days = idle_days
-        self.reclaimed = 0
 
-    async def pass_once(self) -> None:
+    async def pass_once(self) -> Mapping[str, int] | None:
         deleted = await reclaim_partitions(self._db, idle_days=self._idle_days)
-        if deleted:
-            self.reclaimed += deleted
-            log.info("partitions reclaimed", extra={"count": deleted})
+        return None if deleted is None else {"reclaimed": deleted}
 
 
 async def retention_pass(db: Database, *, now: dt.datetime | None = None,
@@ -111,11 +138,6 @@ class RetentionService(PeriodicService):
         super().__init__(interval)
         self._db = db
         self._batch = batch
-        self.totals = {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
 
-    async def pass_once(self) -> None:
-        done = await retention_pass(self._db, limit=self._batch)
-        if done and any(done.values()):
-            for key, value in done.items():
-                self.totals[key] += value
-            log.info("retention pass", extra=done)
+    async def pass_once(self) -> Mapping[str, int] | None:
+        return await retention_pass(self._db, limit=self._batch)

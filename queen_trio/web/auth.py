@@ -23,7 +23,7 @@ import trio
 
 from ..errors import ConfigError
 from ..settings import ALGORITHMS, AuthSettings
-from .app import HTTPError
+from .http import HTTPError
 
 log = logging.getLogger("queen_trio.auth")
 

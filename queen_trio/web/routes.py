@@ -11,8 +11,9 @@ from ..ops import traces
 from ..push.parse import parse_push_body
 from ..push.transactions import parse_transaction
 from ..queues.queues import parse_configure
-from .app import CORS_HEADERS, App, Request, Response, Router, error_response, json_response
+from .app import App, Router
 from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
+from .http import CORS_HEADERS, Request, Response, error_response, json_response
 
 # Routes of the reference contract (dashboard, admin and metrics) that this broker does not
 # serve yet: they answer 501 with an error body (docs/api.md lists them), never a silent 404 or

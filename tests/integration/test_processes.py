@@ -135,7 +135,7 @@ async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
     settings = make_settings(database_url, pop_wait_initial_interval_ms=20_000,
                              pop_wait_max_interval_ms=20_000)
     async with open_broker(settings, database_url) as waiting:
-        while not waiting.listener.connected:
+        while not waiting.listener.statistics().connected:
             await trio.sleep(0.01)
         transport = httpx.ASGITransport(app=create_app(waiting))
         async with httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60) as local:
@@ -154,7 +154,7 @@ async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
                     nursery.start_soon(waiter)
                     await trio.sleep(0.5)
                     assert "reply" not in result
-                    before = waiting.wakeups.notifications
+                    before = waiting.wakeups.statistics().notifications
                     async with httpx.AsyncClient(base_url=url) as remote:
                         r = await remote.post("/api/v1/push", json={"items": [
                             {"queue": "cross", "payload": "from-the-other-broker"}]})
@@ -162,6 +162,6 @@ async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
                     with trio.fail_after(15):
                         while "reply" not in result:
                             await trio.sleep(0.01)
-            assert waiting.wakeups.notifications > before
+            assert waiting.wakeups.statistics().notifications > before
             assert result["reply"].status_code == 200
             assert result["reply"].json()["messages"][0]["data"] == "from-the-other-broker"
