@@ -13,9 +13,9 @@ async def test_long_poll_is_woken_by_a_push(client, broker):
         result = park_pop(nursery, client, "lp")
         await trio.sleep(0.3)
         assert "reply" not in result  # parked, not answered
-        before = broker.wakeups.notifications
+        before = broker.wakeups.statistics().notifications
         await push(client, "lp", "hello")
-        assert broker.wakeups.notifications > before
+        assert broker.wakeups.statistics().notifications > before
     assert data(result["reply"]) == ["hello"]
 
 
@@ -105,7 +105,7 @@ async def test_lease_extend_covers_all_partitions_and_never_revives(client, brok
 
 async def test_listen_connection_reconnects_after_being_cut(broker):
     with trio.fail_after(10):
-        while not broker.listener.connected:
+        while not broker.listener.statistics().connected:
             await trio.sleep(0.01)
     query = ("SELECT pid FROM pg_stat_activity WHERE application_name = 'queen-trio-listen' "
              "AND datname = current_database()")
@@ -114,6 +114,6 @@ async def test_listen_connection_reconnects_after_being_cut(broker):
     with trio.fail_after(10):
         while True:
             pid = await db_fetchval(broker.db, query)
-            if pid is not None and pid != old_pid and broker.listener.connected:
+            if pid is not None and pid != old_pid and broker.listener.statistics().connected:
                 break
             await trio.sleep(0.05)
