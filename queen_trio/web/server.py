@@ -43,8 +43,10 @@ async def serve(settings: Settings, *, task_status: trio.TaskStatus[str] = trio.
     if url is None:
         embedded = EmbeddedPostgres(settings.data_dir)
         url = await trio.to_thread.run_sync(embedded.start)
-        log.warning("embedded PostgreSQL running", extra={"url": url,
-                                                          "data_dir": str(settings.data_dir)})
+        # The URL's password stays out of the logs: it is in the password file.
+        log.warning("embedded PostgreSQL running", extra={
+            "url": embedded.redacted_url(), "password_file": str(embedded.password_file),
+            "data_dir": str(settings.data_dir)})
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signals, stop)

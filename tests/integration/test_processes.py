@@ -28,7 +28,7 @@ async def test_serve_with_embedded_database_keeps_data_across_restarts(tmp_path)
                 await trio.sleep(0.05)
         assert proc.returncode == 0
     # The broker stopped its embedded PostgreSQL on the way out.
-    assert EmbeddedPostgres(data_dir)._running_port() is None
+    assert EmbeddedPostgres(data_dir).postmaster() is None
     async with broker_process(args=["--data-dir", str(data_dir)]) as (url, _):
         async with httpx.AsyncClient(base_url=url) as client:
             r = await client.post("/api/v1/push", json=SEED)

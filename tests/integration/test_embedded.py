@@ -1,0 +1,88 @@
+"""The embedded PostgreSQL's door: a password only, no secrets in the postmaster's environment,
+earlier data directories upgraded in place."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from pathlib import Path
+
+import asyncpg
+import pytest
+import trio
+
+from queen_trio.storage.embedded import EmbeddedPostgres
+from tests.support.processes import broker_process
+
+KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+# What an earlier queen-trio left in pg_hba.conf: initdb --auth=trust.
+TRUST_HBA = ("local all all trust\n"
+             "host all all 127.0.0.1/32 trust\n"
+             "host all all ::1/128 trust\n")
+
+
+def ask(url: str, query: str = "SELECT current_user") -> object:
+    """One query on a fresh connection (asyncio, from a worker thread or a sync test)."""
+
+    async def run() -> object:
+        conn = await asyncpg.connect(url, passfile="/nonexistent")
+        try:
+            return await conn.fetchval(query)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def passwordless(server: EmbeddedPostgres) -> str:
+    return f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+
+
+def postmaster_environment(server: EmbeddedPostgres) -> dict[str, str]:
+    running = server.postmaster()
+    assert running is not None
+    raw = Path(f"/proc/{running.pid}/environ").read_bytes()
+    return dict(entry.split("=", 1) for entry in raw.decode().split("\0") if "=" in entry)
+
+
+async def test_the_cluster_admits_only_its_password_and_never_sees_the_brokers_secrets(tmp_path):
+    data_dir = tmp_path / "data"
+    env = {"JWT_ENABLED": "true", "JWT_SECRET": "jwt-secret-value", "QUEEN_ENCRYPTION_KEY": KEY,
+           "QUEEN_SOMETHING_ELSE": "queen-value", "PGPASSWORD": "", "PGPASSFILE": "/nonexistent"}
+    async with broker_process(env, args=["--data-dir", str(data_dir)]):
+        server = EmbeddedPostgres(data_dir)
+        running = server.postmaster()
+        assert running is not None
+        server_env = postmaster_environment(server)
+        assert "JWT_SECRET" not in server_env
+        assert not [name for name in server_env if name.startswith("QUEEN_")]
+        assert not {"jwt-secret-value", KEY, "queen-value"} & set(server_env.values())
+
+        # The password file is the broker's alone, and it is the only way in.
+        assert stat.S_IMODE(server.password_file.stat().st_mode) == 0o600
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await trio.to_thread.run_sync(ask, f"postgresql://postgres@127.0.0.1:{running.port}/postgres")
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await trio.to_thread.run_sync(
+                ask, f"postgresql://postgres:guess@127.0.0.1:{running.port}/postgres")
+        password = server.password_file.read_text().strip()
+        url = f"postgresql://postgres:{password}@127.0.0.1:{running.port}/postgres"
+        assert await trio.to_thread.run_sync(ask, url) == "postgres"
+
+
+def test_a_data_directory_of_an_earlier_version_is_upgraded_in_place(tmp_path):
+    server = EmbeddedPostgres(tmp_path / "data")
+    ask(server.start(), "CREATE TABLE kept AS SELECT 42 AS answer")
+    server.stop()
+    # Make it what an earlier version left: trust authentication and no password file.
+    (server.pgdata / "pg_hba.conf").write_text(TRUST_HBA)
+    server.password_file.unlink()
+
+    url = server.start()
+    try:
+        assert ask(url, "SELECT answer FROM kept") == 42
+        assert stat.S_IMODE(server.password_file.stat().st_mode) == 0o600
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            ask(passwordless(server))
+    finally:
+        server.stop()
