@@ -22,6 +22,8 @@ from ..storage.sql import Q
 from .items import Group, PushItem, first_wins
 from .outcome import Outcome
 
+_PENDING, _QUEUED = Outcome.PENDING, Outcome.QUEUED
+
 
 @attrs.define(slots=True, eq=False)
 class PackedGroup:
@@ -83,25 +85,29 @@ class Segment:
         first = groups[0]
         seg = cls(first.group.queue, first.group.partition, first.encrypted_assumed,
                   first.dedup, groups)
-        frame_of = {id(item): frame for packed in groups
-                    for item, frame in zip(packed.writers, packed.frames, strict=True)}
-        seg.writers = first_wins((item for packed in groups for item in packed.writers),
-                                 dedup=seg.dedup)
-        seg.frames = [frame_of[id(item)] for item in seg.writers]
+        if len(groups) == 1:
+            items, frames_ = list(first.writers), list(first.frames)
+        else:
+            items = [item for packed in groups for item in packed.writers]
+            frames_ = [frame for packed in groups for frame in packed.frames]
+        seg.writers = first_wins(items, dedup=seg.dedup)
+        if len(seg.writers) == len(items):
+            seg.frames = frames_
+        else:
+            kept = {id(item) for item in seg.writers}
+            seg.frames = [f for item, f in zip(items, frames_, strict=True) if id(item) in kept]
         return seg
-
-    @property
-    def nbytes(self) -> int:
-        return sum(len(f) for f in self.frames)
 
     def finish(self, outcome: Outcome, error: str | None = None) -> None:
         """Settle the segment; every writer not settled by a row shares its outcome."""
         self.outcome, self.error = outcome, error
-        for item in self.writers:
-            if outcome is not Outcome.QUEUED:
+        if outcome is _QUEUED:
+            for item in self.writers:
+                if item.outcome is _PENDING:
+                    item.outcome = _QUEUED
+        else:
+            for item in self.writers:
                 item.settle(outcome, error)
-            elif item.outcome is Outcome.PENDING:
-                item.settle(Outcome.QUEUED)
         self.done.set()
 
 
@@ -143,7 +149,7 @@ def apply_bundle_rows(segments: list[Segment], rows: list[Any]) -> None:
             seg.partition_id = str(row["partition_id"])
     for number, seg in enumerate(segments, start=1):
         outcome = outcomes.get(number)
-        if outcome is None:
+        if outcome is None:  # never: push_bundle answers every segment
             seg.finish(Outcome.FAILED, "push_bundle returned no outcome for the segment")
         else:
             seg.finish(outcome, "queue full" if outcome is Outcome.FULL else None)

@@ -10,6 +10,8 @@ import attrs
 from .. import ids
 from .outcome import Outcome
 
+_PENDING, _QUEUED, _DUPLICATE = Outcome.PENDING, Outcome.QUEUED, Outcome.DUPLICATE
+
 
 @attrs.define(slots=True, eq=False)
 class PushItem:
@@ -35,9 +37,9 @@ class PushItem:
         """(outcome, message id) as answered: a duplicate carries its winner's outcome."""
         if self.winner is not None:
             outcome, message_id = self.winner.answer()
-            return (Outcome.DUPLICATE if outcome is Outcome.QUEUED else outcome), message_id
-        if self.outcome is Outcome.DUPLICATE:
-            return Outcome.DUPLICATE, self.original_id or ids.ZERO_UUID
+            return (_DUPLICATE if outcome is _QUEUED else outcome), message_id
+        if self.outcome is _DUPLICATE:
+            return _DUPLICATE, self.original_id or ids.ZERO_UUID
         return self.outcome, str(self.message_id)
 
     def result(self) -> dict[str, Any]:
@@ -51,7 +53,7 @@ class PushItem:
             "status": outcome.wire,
         }
         error = (self.winner or self).error
-        if error is not None and outcome.wire == "failed":
+        if error is not None and entry["status"] == "failed":
             entry["error"] = error
         return entry
 
@@ -63,8 +65,8 @@ def first_wins(items: Iterable[PushItem], *, dedup: bool) -> list[PushItem]:
     seen: dict[str, PushItem] = {}
     writers: list[PushItem] = []
     for item in items:
-        item.winner, item.outcome, item.error, item.original_id = (
-            None, Outcome.PENDING, None, None)
+        item.winner = item.error = item.original_id = None
+        item.outcome = _PENDING
         if dedup:
             earlier = seen.get(item.transaction_id)
             if earlier is not None:

@@ -11,21 +11,26 @@ from collections.abc import Iterable
 
 
 class Outcome(enum.Enum):
-    PENDING = "pending"          # not decided yet
-    QUEUED = "queued"            # committed
-    DUPLICATE = "duplicate"      # its transaction id was already stored: nothing written
-    BUFFERED = "buffered"        # in the spool (fsynced); it will land exactly once
-    STALE = "stale"              # packed under outdated queue options: repack and retry
-    FULL = "full"                # the queue's maxSize refused the group
-    UNAVAILABLE = "unavailable"  # the database could not be reached
-    FAILED = "failed"            # anything else that kept the group from committing
+    """Each member's `wire` is the per-item status a producer reads: only queued, duplicate,
+    buffered and failed exist on the wire. (An attribute, not a property: replies read it
+    once per item.)"""
 
-    @property
-    def wire(self) -> str:
-        """The per-item status a producer reads: only these four exist on the wire."""
-        if self in (Outcome.QUEUED, Outcome.DUPLICATE, Outcome.BUFFERED):
-            return self.value
-        return "failed"
+    wire: str
+
+    PENDING = ("pending", "failed")              # not decided yet
+    QUEUED = ("queued", "queued")                # committed
+    DUPLICATE = ("duplicate", "duplicate")       # transaction id already stored: nothing written
+    BUFFERED = ("buffered", "buffered")          # in the spool (fsynced); lands exactly once
+    STALE = ("stale", "failed")                  # packed under outdated queue options: repack
+    FULL = ("full", "failed")                    # the queue's maxSize refused the group
+    UNAVAILABLE = ("unavailable", "failed")      # the database could not be reached
+    FAILED = ("failed", "failed")                # anything else that kept the group out
+
+    def __new__(cls, value: str, wire: str) -> Outcome:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.wire = wire
+        return member
 
 
 def http_status(outcomes: Iterable[Outcome]) -> int:
