@@ -199,6 +199,13 @@ class Settings:
         return settings
 
     @property
+    def call_deadline_seconds(self) -> float:
+        """How long a shielded database call (a claim, a commit, a release) may take before
+        the broker gives up on it. The server's statement timeout fires first; this is the
+        backstop for a server that stopped answering."""
+        return (self.db_statement_timeout_ms + self.db_connection_timeout_ms) / 1000 + 1
+
+    @property
     def spool_directory(self) -> Path:
         return self.spool_dir if self.spool_dir is not None else self.data_dir / "spool"
 

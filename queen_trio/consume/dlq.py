@@ -1,4 +1,5 @@
-"""GET /api/v1/dlq: a group's dead letters, payloads decrypted, with the total."""
+"""GET /api/v1/dlq: a group's dead letters, payloads decrypted, with the total. A payload
+this broker's key cannot decrypt reads as null."""
 
 from __future__ import annotations
 
@@ -32,7 +33,13 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
     messages = []
     for row in rows:
         frame = next(framing.unpack(row["frame"]))
-        payload = cipher.decrypt(frame.payload) if frame.encrypted else frame.payload
+        payload: bytes | None = frame.payload
+        if frame.encrypted:
+            try:
+                payload = cipher.decrypt(frame.payload)
+            except Exception:
+                # Kept as ciphertext: the right key makes it readable again.
+                payload = None
         messages.append({
             "id": str(row["message_id"]),
             "transactionId": row["transaction_id"],
@@ -42,7 +49,7 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
             "consumerGroup": row["consumer_group"],
             "errorMessage": row["error_message"],
             "retryCount": row["retry_count"],
-            "data": msgspec.Raw(payload),
+            "data": None if payload is None else msgspec.Raw(payload),
             "producerSub": frame.producer_sub,
             "traceId": str(frame.trace_id) if frame.trace_id else None,
             "createdAt": wire.format_millis(row["message_created_at"]),

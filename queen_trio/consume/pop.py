@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 import attrs
@@ -10,7 +11,7 @@ import msgspec
 import trio
 
 from .. import ids, wire
-from ..errors import BadRequest
+from ..errors import BadRequest, DatabaseUnavailable
 from ..settings import Settings
 from ..storage import frames as framing
 from ..storage.database import Database
@@ -19,6 +20,8 @@ from ..storage.sql import Q
 from ..wire import QUEUE_MODE, query_bool, query_int
 from .fusion import CallFusion, Fusable, FusionStatistics
 from .wakeups import WakeRegistry
+
+log = logging.getLogger("queen_trio.pop")
 
 MAX_BATCH = 10_000
 MAX_PARTITIONS = 1_000
@@ -32,6 +35,8 @@ _START_MODES = {"": "all", "all": "all", "from_beginning": "all",
 class ConsumerStatistics:
     joined_groups: int  # (queue, group) pairs known to have joined: their claims fuse
     claims: FusionStatistics
+    undecodable: int    # claimed messages dead-lettered because they could not be decoded
+    released: int       # leases given back because the reply could not be sent
 
 
 @attrs.frozen
@@ -97,19 +102,48 @@ def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = 
     )
 
 
-@attrs.define(eq=False)
-class _ClaimRequest(Fusable):
-    """One queue's claim within a pop attempt: the pop_claim arguments, and its rows."""
+@attrs.frozen
+class Delivery:
+    """A pop's reply, and the lease to give back if it never reaches the consumer (None for
+    autoAck: its claim committed the cursor, at most once)."""
 
-    args: dict[str, Any]
-    rows: list[Any] = attrs.Factory(list)
+    reply: dict[str, Any]
+    lease_id: Any | None
+
+
+@attrs.frozen
+class _Bad:
+    """A claimed message that cannot be decoded: it goes to the group's dead letters."""
+
+    partition_id: Any
+    offset: int
+    message_id: str
+    transaction_id: str | None
+    reason: str
 
 
 @attrs.define
-class _Claimed:
-    queue: str
-    partition_id: str
-    partition: str
+class _Decoded:
+    """What a claim's rows turned into: the messages to deliver, and what could not be read."""
+
+    messages: list[dict[str, Any]] = attrs.Factory(list)
+    # (partition id, offset) of each message, in step with `messages`.
+    offsets: list[tuple[Any, int]] = attrs.Factory(list)
+    bad: list[_Bad] = attrs.Factory(list)
+    dead_lettered: int = 0
+    next_check: dt.datetime | None = None
+    # The claim found its queue (the group has joined it now).
+    found: bool = False
+
+
+@attrs.define(eq=False)
+class _ClaimRequest(Fusable):
+    """One queue's claim within a pop attempt, fused with others: its outcome is `decoded`."""
+
+    req: PopRequest
+    lease_id: Any
+    gone: trio.Event
+    decoded: _Decoded | None = None
 
 
 class Consumer:
@@ -123,49 +157,207 @@ class Consumer:
         # contact (it may lock the queue row to join) goes alone through pop_claim.
         self.claims = CallFusion[_ClaimRequest](self._claim_many)
         self._joined: set[tuple[str | None, str]] = set()
+        self._undecodable = 0
+        self._released = 0
 
     def statistics(self) -> ConsumerStatistics:
         return ConsumerStatistics(joined_groups=len(self._joined),
-                                  claims=self.claims.statistics())
+                                  claims=self.claims.statistics(),
+                                  undecodable=self._undecodable, released=self._released)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.claims.run(task_status=task_status)
 
+    # -- claiming and decoding, on the database's side of the bridge ---------------------
+
     async def _claim_many(self, batch: list[_ClaimRequest]) -> None:
-        def column(key: str) -> list[Any]:
-            return [request.args[key] for request in batch]
+        async def work(conn: Any) -> None:
+            # A consumer that hung up before the claim takes nothing.
+            live = [request for request in batch if not request.gone.is_set()]
+            if not live:
+                return
 
-        rows = await self._db.fetch(
-            Q.pop_many, queues=column("queue"), partitions=column("partition"),
-            consumer_groups=column("consumer_group"), batches=column("batch"),
-            max_partitions=column("max_partitions"), lease_ids=column("lease_id"),
-            auto_acks=column("auto_ack"), start_modes=column("start_mode"),
-            start_froms=column("start_from"))
-        for row in rows:
-            batch[row["request_no"] - 1].rows.append(row)
+            def column(key: str) -> list[Any]:
+                return [self._claim_args(request.req, request.lease_id)[key]
+                        for request in live]
 
-    async def _claim(self, req: PopRequest, lease_id: Any) -> list[Any]:
-        """The claim rows of a queue pop: fused with other pops once the group has joined."""
-        args = {"queue": req.queue, "partition": req.partition, "consumer_group": req.group,
+            rows = await Q.pop_many.fetch(
+                conn, queues=column("queue"), partitions=column("partition"),
+                consumer_groups=column("consumer_group"), batches=column("batch"),
+                max_partitions=column("max_partitions"), lease_ids=column("lease_id"),
+                auto_acks=column("auto_ack"), start_modes=column("start_mode"),
+                start_froms=column("start_from"))
+            per_request: list[list[Any]] = [[] for _ in live]
+            for row in rows:
+                per_request[row["request_no"] - 1].append(row)
+            # The claims are committed: from here on a failure is the request's own, never
+            # a reason to split and claim again.
+            for request, own in zip(live, per_request, strict=True):
+                try:
+                    request.decoded = await self._deliverable(
+                        conn, request.req, request.lease_id,
+                        [(request.req.queue, row) for row in own])
+                except Exception as exc:
+                    request.failure = exc
+
+        await self._db.call(work)
+
+    @staticmethod
+    def _claim_args(req: PopRequest, lease_id: Any) -> dict[str, Any]:
+        return {"queue": req.queue, "partition": req.partition, "consumer_group": req.group,
                 "batch": req.batch, "max_partitions": req.partitions, "lease_id": lease_id,
                 "auto_ack": req.auto_ack, "start_mode": req.start_mode,
                 "start_from": req.start_from}
-        key = (req.queue, req.group)
-        if key not in self._joined:
-            rows = await self._db.fetch(Q.pop_claim, **args)
-            if rows:  # the queue exists, so the group has joined it
-                self._joined.add(key)
-            return rows
-        request = _ClaimRequest(args)
-        await self.claims.submit(request)
-        return request.rows
 
-    async def _claim_namespace(self, req: PopRequest, lease_id: Any) -> list[Any]:
-        """The claim rows of a namespace/task pop, each naming its queue: one round trip."""
-        return await self._db.fetch(
-            Q.pop_namespace, namespace=req.namespace, task=req.task, consumer_group=req.group,
-            batch=req.batch, max_partitions=req.partitions, lease_id=lease_id,
-            auto_ack=req.auto_ack, start_mode=req.start_mode, start_from=req.start_from)
+    async def _claim(self, req: PopRequest, lease_id: Any, gone: trio.Event) -> _Decoded:
+        """Claim and decode in one bridge crossing: fused with other pops once the group has
+        joined the queue; alone (pop_claim, or pop_namespace) otherwise."""
+        key = (req.queue, req.group)
+        if req.queue is not None and key in self._joined:
+            request = _ClaimRequest(req, lease_id, gone)
+            await self.claims.submit(request)
+            return request.decoded or _Decoded()
+
+        async def work(conn: Any) -> _Decoded:
+            if gone.is_set():
+                return _Decoded()
+            if req.queue is None:
+                rows = await Q.pop_namespace.fetch(
+                    conn, namespace=req.namespace, task=req.task, consumer_group=req.group,
+                    batch=req.batch, max_partitions=req.partitions, lease_id=lease_id,
+                    auto_ack=req.auto_ack, start_mode=req.start_mode,
+                    start_from=req.start_from)
+                runs: list[tuple[str | None, Any]] = [(row["queue_name"], row) for row in rows]
+            else:
+                rows = await Q.pop_claim.fetch(conn, **self._claim_args(req, lease_id))
+                runs = [(req.queue, row) for row in rows]
+            return await self._deliverable(conn, req, lease_id, runs)
+
+        decoded = await self._db.call(work)
+        if req.queue is not None and decoded.found:
+            # The queue exists, so the group has joined it.
+            self._joined.add(key)
+        return decoded
+
+    async def _deliverable(self, conn: Any, req: PopRequest, lease_id: Any,
+                           runs: list[tuple[str | None, Any]]) -> _Decoded:
+        """Decode the claimed rows; dead-letter what cannot be decoded before anything is
+        answered, so no claim outlives its delivery."""
+        decoded = self._decode(runs, req, "" if req.auto_ack else str(lease_id))
+        if decoded.bad:
+            try:
+                await self._dead_letter(conn, req, lease_id, decoded)
+            except Exception as exc:
+                # The double fault: leased messages come back when the lease expires; an
+                # autoAck cursor is already past these, so name them for the operator.
+                log.error("undecodable claimed messages could not be dead-lettered",
+                          extra={"consumer_group": req.group, "auto_ack": req.auto_ack,
+                                 "messages": [(str(b.partition_id), b.offset)
+                                              for b in decoded.bad],
+                                 "error": str(exc)})
+                raise
+        return decoded
+
+    def _decode(self, runs: list[tuple[str | None, Any]], req: PopRequest, lease: str) -> _Decoded:
+        """The reply's messages, spliced from the claimed runs of frames."""
+        out = _Decoded(found=bool(runs))
+        messages, offsets, bad = out.messages, out.offsets, out.bad
+        with_queue = req.queue is None
+        group, decrypt = req.group, self._cipher.decrypt
+        for queue, row in runs:
+            partition_id = row["partition_id"]
+            if partition_id is None:
+                check = row["next_check_at"]
+                if check is not None and (out.next_check is None or check < out.next_check):
+                    out.next_check = check
+                continue
+            pid = str(partition_id)
+            created = wire.format_micros(row["created_at"])
+            name = row["partition_name"]
+            offset = row["first_offset"]
+            for fields in framing.fields_between(row["frames"], row["frame_ends"]):
+                if isinstance(fields, framing.Undecodable):
+                    bad.append(_Bad(partition_id, offset, fields.message_id,
+                                    fields.transaction_id, fields.reason))
+                    offset += 1
+                    continue
+                message_id, txid, trace, sub, encrypted, payload = fields
+                if encrypted:
+                    try:
+                        payload = decrypt(payload)
+                    except Exception:
+                        bad.append(_Bad(partition_id, offset, message_id, txid,
+                                        "decryption failed"))
+                        offset += 1
+                        continue
+                message: dict[str, Any] = {
+                    "id": message_id,
+                    "transactionId": txid,
+                    "traceId": trace,
+                    "data": msgspec.Raw(payload),
+                    "producerSub": sub,
+                    "createdAt": created,
+                    "partitionId": pid,
+                    "partition": name,
+                    "leaseId": lease,
+                    "consumerGroup": group,
+                }
+                if with_queue:
+                    message["queue"] = queue
+                messages.append(message)
+                offsets.append((partition_id, offset))
+                offset += 1
+        return out
+
+    async def _dead_letter(self, conn: Any, req: PopRequest, lease_id: Any,
+                           decoded: _Decoded) -> None:
+        """Dead-letter the undecodable messages of one claim, for its group.
+
+        autoAck: the cursor is already past every claimed message, so each undecodable one
+        is dead-lettered and the others are delivered. With a lease, the cursor is cumulative:
+        per partition, the undecodable messages at its head are dead-lettered (the cursor moves
+        past them), the decodable run after them is delivered, and the delivery stops short of
+        the next undecodable message, which a later claim dead-letters once it is the head.
+        """
+        bad = decoded.bad
+        cuts: dict[Any, tuple[int, int]] = {}  # partition -> (new cursor, new delivered_until)
+        if not req.auto_ack:
+            claimed: dict[Any, list[tuple[int, bool]]] = {}  # partition -> (offset, decodable)
+            for pid, offset in decoded.offsets:
+                claimed.setdefault(pid, []).append((offset, True))
+            for item in bad:
+                claimed.setdefault(item.partition_id, []).append((item.offset, False))
+            for pid, run in claimed.items():
+                run.sort()
+                if all(ok for _, ok in run):
+                    continue
+                head = 0
+                while head < len(run) and not run[head][1]:
+                    head += 1
+                end = head
+                while end < len(run) and run[end][1]:
+                    end += 1
+                cursor = run[head][0] if head < len(run) else run[-1][0] + 1
+                cuts[pid] = (cursor, run[end - 1][0] + 1 if end > head else cursor)
+            bad = [item for item in bad if item.offset < cuts[item.partition_id][0]]
+            keep = [i for i, (pid, offset) in enumerate(decoded.offsets)
+                    if pid not in cuts or offset < cuts[pid][1]]
+            decoded.messages = [decoded.messages[i] for i in keep]
+            decoded.offsets = [decoded.offsets[i] for i in keep]
+        written = await Q.dead_letter_undecodable.fetchval(
+            conn, consumer_group=req.group, lease_id=None if req.auto_ack else lease_id,
+            cut_partitions=list(cuts), cursors=[c for c, _ in cuts.values()],
+            untils=[u for _, u in cuts.values()],
+            partition_ids=[b.partition_id for b in bad], offsets=[b.offset for b in bad],
+            message_ids=[b.message_id for b in bad],
+            transaction_ids=[b.transaction_id for b in bad], errors=[b.reason for b in bad])
+        decoded.dead_lettered = written
+        self._undecodable += written
+        log.warning("claimed messages could not be decoded; dead-lettered for the group",
+                    extra={"consumer_group": req.group, "count": written,
+                           "reasons": sorted({b.reason for b in bad})})
+
+    # -- the pop ----------------------------------------------------------------------------
 
     def _backoff_seconds(self, empty_checks: int) -> float:
         s = self._settings
@@ -176,84 +368,81 @@ class Consumer:
             ms = s.pop_wait_initial_interval_ms * empty_checks * s.pop_wait_backoff_multiplier
         return min(ms, s.pop_wait_max_interval_ms) / 1000
 
-    async def pop(self, req: PopRequest) -> dict[str, Any] | None:
-        """The reply object, or None for 204. Parks while `wait` and nothing is deliverable."""
+    async def pop(self, req: PopRequest, gone: trio.Event | None = None) -> Delivery | None:
+        """The delivery, or None for 204. Parks while `wait` and nothing is deliverable.
+
+        `gone` is set when the consumer hangs up: a parked pop then stops without claiming
+        (its caller cancels the wait), and a claim that lands after it is given back."""
+        gone = trio.Event() if gone is None else gone
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
-        while True:
+        while not gone.is_set():
             wake = self._wakeups.event(req.queue)
-            reply, next_check = await self._attempt(req)
-            if reply is not None or not req.wait:
-                return reply
+            lease_id = ids.new_id()
+            # A claim lands or fails whole: cancelling its caller never strands it.
+            with trio.CancelScope(shield=True) as claiming:
+                claiming.deadline = trio.current_time() + self._settings.call_deadline_seconds
+                decoded = await self._claim(req, lease_id, gone)
+                delivery = self._reply(req, lease_id, decoded)
+                if delivery is not None and gone.is_set():
+                    await self.release(delivery)
+                    return None
+            if claiming.cancelled_caught:
+                raise DatabaseUnavailable("the claim took longer than its deadline")
+            if delivery is None and decoded.dead_lettered:
+                continue  # dead letters moved the cursor: look again at once
+            if delivery is not None or not req.wait:
+                return delivery
             now = trio.current_time()
             if now >= deadline:
                 return None
             empty_checks += 1
             park = self._backoff_seconds(empty_checks)
-            if next_check is not None:
-                until = (next_check - dt.datetime.now(dt.timezone.utc)).total_seconds()
+            if decoded.next_check is not None:
+                until = (decoded.next_check - dt.datetime.now(dt.timezone.utc)).total_seconds()
                 # Wake exactly at the earliest deadline; the SQL cut decides, never this timer.
                 park = min(park, max(until + 0.001, 0.0))
             with trio.move_on_at(min(deadline, now + park)):
                 await wake.wait()
+        return None
 
-    async def _attempt(self, req: PopRequest) -> tuple[dict[str, Any] | None, dt.datetime | None]:
-        lease_id = ids.new_id()
-        if req.queue is not None:
-            rows = await self._claim(req, lease_id)
-            runs = [(req.queue, row) for row in rows]
-        else:
-            runs = [(row["queue_name"], row) for row in await self._claim_namespace(req, lease_id)]
-        messages: list[dict[str, Any]] = []
-        claimed: list[_Claimed] = []
-        self._decode(runs, req, "" if req.auto_ack else str(lease_id), claimed, messages)
+    async def release(self, delivery: Delivery) -> None:
+        """Give back a delivery that never reached its consumer: shielded, under a deadline,
+        counting no failed delivery. An autoAck delivery is gone already (at most once)."""
+        if delivery.lease_id is None:
+            return
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self._settings.call_deadline_seconds
+            try:
+                rows = await self._db.fetch(Q.release_lease, lease_id=delivery.lease_id)
+            except Exception as exc:
+                log.warning("could not give back an undelivered lease; it expires instead",
+                            extra={"lease_id": str(delivery.lease_id), "error": str(exc)})
+                return
+            self._released += 1
+            for row in rows:
+                self._wakeups.notify(row["queue_name"])
+        if scope.cancelled_caught:
+            log.warning("giving back an undelivered lease timed out; it expires instead",
+                        extra={"lease_id": str(delivery.lease_id)})
+
+    def _reply(self, req: PopRequest, lease_id: Any, decoded: _Decoded) -> Delivery | None:
+        messages = decoded.messages
         if not messages:
-            checks = [row["next_check_at"] for _, row in runs if row["next_check_at"] is not None]
-            return None, min(checks, default=None)
-        first = claimed[0]
+            return None
+        first = messages[0]
+        lease = "" if req.auto_ack else str(lease_id)
         reply: dict[str, Any] = {
             "success": True,
-            "queue": first.queue,
-            "partition": first.partition,
-            "partitionId": first.partition_id,
-            "leaseId": "" if req.auto_ack else str(lease_id),
+            "queue": first.get("queue", req.queue),
+            "partition": first["partition"],
+            "partitionId": first["partitionId"],
+            "leaseId": lease,
             "consumerGroup": req.group,
             "messages": messages,
-            "partitionsClaimed": len(claimed),
+            "partitionsClaimed": len({pid for pid, _ in decoded.offsets}),
         }
         if req.autopilot:
             reply["autopilot"] = {"partitions": req.partitions, "batch": req.batch,
                                   "waitMs": 0 if len(messages) else 100}
-        return reply, None
-
-    def _decode(self, runs: list[tuple[str, Any]], req: PopRequest, lease: str,
-                claimed: list[_Claimed], out: list[dict[str, Any]]) -> None:
-        """The reply's messages, spliced from the claimed runs of frames."""
-        seen: set[str] = set()
-        with_queue = req.queue is None
-        for queue, row in runs:
-            if row["partition_id"] is None:
-                continue
-            pid = str(row["partition_id"])
-            if pid not in seen:
-                seen.add(pid)
-                claimed.append(_Claimed(queue, pid, row["partition_name"]))
-            created = wire.format_micros(row["created_at"])
-            name, group, decrypt = row["partition_name"], req.group, self._cipher.decrypt
-            chosen = framing.fields_slice(row["frames"], row["skip_frames"], row["take_frames"])
-            for message_id, txid, trace, sub, encrypted, payload in chosen:
-                message: dict[str, Any] = {
-                    "id": message_id,
-                    "transactionId": txid,
-                    "traceId": trace,
-                    "data": msgspec.Raw(decrypt(payload) if encrypted else payload),
-                    "producerSub": sub,
-                    "createdAt": created,
-                    "partitionId": pid,
-                    "partition": name,
-                    "leaseId": lease,
-                    "consumerGroup": group,
-                }
-                if with_queue:
-                    message["queue"] = queue
-                out.append(message)
+        return Delivery(reply, None if req.auto_ack else lease_id)

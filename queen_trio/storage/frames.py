@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
+
+from ..ids import ZERO_UUID
 
 HEADER = struct.Struct(">16sBHHI")
 FLAG_ENCRYPTED = 0x01
@@ -96,29 +98,48 @@ def uuid_text(raw: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def fields_slice(frames: bytes, start: int, count: int
-                 ) -> Iterator[tuple[str, str, str | None, str | None, bool, bytes]]:
-    """The hot path of a pop: (id, transaction id, trace id, producer sub, encrypted, payload)
-    of frames start .. start+count-1, as text, without building Frame objects."""
-    at, size = _skip(frames, start), HEADER.size
+# (id, transaction id, trace id, producer sub, encrypted, payload)
+Fields = tuple[str, str, str | None, str | None, bool, bytes]
+
+
+@attrs.frozen
+class Undecodable:
+    """A frame that cannot be read: its message id (all zeros when even that is cut off),
+    its transaction id when the header could be read, and why."""
+
+    message_id: str
+    transaction_id: str | None
+    reason: str
+
+
+def fields_between(frames: bytes, ends: Sequence[int]) -> Iterator[Fields | Undecodable]:
+    """The hot path of a pop: per frame, (id, transaction id, trace id, producer sub,
+    encrypted, payload) as text, without building Frame objects. `ends[i]` is where frame i
+    ends, so each frame is read on its own: one that does not parse (its header disagrees
+    with its length, or its text is not UTF-8) is an Undecodable, and the next still reads."""
+    at, size = 0, HEADER.size
     unpack_header = HEADER.unpack_from
-    end = len(frames)
-    for _ in range(count):
-        if at >= end:
-            return
-        mid, flags, tx_len, sub_len, payload_len = unpack_header(frames, at)
-        at += size
-        trace = None
-        if flags & FLAG_TRACE:
-            trace = uuid_text(frames[at : at + 16])
-            at += 16
-        txid = frames[at : at + tx_len].decode()
-        at += tx_len
-        sub = frames[at : at + sub_len].decode() if sub_len else None
-        at += sub_len
-        payload = frames[at : at + payload_len]
-        at += payload_len
-        yield uuid_text(mid), txid, trace, sub, bool(flags & FLAG_ENCRYPTED), payload
+    for end in ends:
+        try:
+            mid, flags, tx_len, sub_len, payload_len = unpack_header(frames, at)
+            body = at + size
+            trace = None
+            if flags & FLAG_TRACE:
+                trace = uuid_text(frames[body : body + 16])
+                body += 16
+            if body + tx_len + sub_len + payload_len != end:
+                raise ValueError("its header disagrees with its length")
+            txid = frames[body : body + tx_len].decode()
+            body += tx_len
+            sub = frames[body : body + sub_len].decode() if sub_len else None
+            body += sub_len
+            yield (uuid_text(mid), txid, trace, sub, bool(flags & FLAG_ENCRYPTED),
+                   frames[body:end])
+        except (struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raw_id = frames[at : at + 16]
+            yield Undecodable(uuid_text(raw_id) if len(raw_id) == 16 and end - at >= 16
+                              else ZERO_UUID, None, f"undecodable frame: {exc}")
+        at = end
 
 
 def frame_at(frames: bytes, index: int) -> Frame:

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import attrs
+import trio
 
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, QueenError
 from .auth import Authenticator
@@ -36,6 +37,9 @@ class Route:
     pattern: re.Pattern[str]
     handler: Handler
     access: str  # the level a caller needs (web/auth.py)
+    # Watch for the client hanging up while the handler runs: its request's `gone` is set
+    # and the handler is cancelled (a long poll stops; what it claimed is given back).
+    watch_disconnect: bool = False
 
 
 def _compile(template: str) -> re.Pattern[str]:
@@ -52,8 +56,10 @@ class Router:
     def __init__(self) -> None:
         self._routes: list[Route] = []
 
-    def add(self, method: str, template: str, handler: Handler, *, access: str) -> None:
-        self._routes.append(Route(method, _compile(template), handler, access))
+    def add(self, method: str, template: str, handler: Handler, *, access: str,
+            watch_disconnect: bool = False) -> None:
+        self._routes.append(Route(method, _compile(template), handler, access,
+                                  watch_disconnect))
 
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         allowed = False
@@ -86,15 +92,39 @@ class App:
             return
         if scope["type"] != "http":
             return
-        response = await self._respond(scope, receive)
+        gone = trio.Event()
+        async with trio.open_nursery() as watchers:
+            with trio.CancelScope() as handling:
+
+                def watch() -> None:
+                    watchers.start_soon(_watch_disconnect, receive, gone, handling)
+
+                response = await self._respond(scope, receive, gone, watch)
+            watchers.cancel_scope.cancel()
+        if handling.cancelled_caught:
+            return  # the client hung up: nobody to answer
+        await self._send(send, response, gone)
+
+    @staticmethod
+    async def _send(send: Any, response: Response, gone: trio.Event) -> None:
         headers = response.headers
         if response.status != 204:
             headers = [*headers, (b"content-length", str(len(response.body)).encode())]
-        await send({"type": "http.response.start", "status": response.status,
-                    "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+        try:
+            # hypercorn drops what is sent after a disconnect without a word: look first.
+            if gone.is_set():
+                raise _Undelivered
+            await send({"type": "http.response.start", "status": response.status,
+                        "headers": headers})
+            await send({"type": "http.response.body", "body": response.body})
+        except BaseException as exc:
+            if response.undelivered is not None:
+                await response.undelivered()
+            if not isinstance(exc, _Undelivered):
+                raise
 
-    async def _respond(self, scope: dict[str, Any], receive: Any) -> Response:
+    async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
+                       watch: Callable[[], None]) -> Response:
         method = scope["method"]
         if method == "OPTIONS":
             return Response(204, b"", list(CORS_HEADERS))
@@ -104,10 +134,12 @@ class App:
             route, params = self.router.resolve(method, path)
             headers = dict(scope["headers"])
             subject = await self.auth.authenticate(headers, route.access)
-            body = await self._read_body(headers, receive)
+            body = await self._read_body(headers, receive, gone)
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
                                    keep_blank_values=True))
-            request = Request(method, path, params, query, headers, body, subject)
+            request = Request(method, path, params, query, headers, body, subject, gone)
+            if route.watch_disconnect:
+                watch()
             return await route.handler(request)
         except HTTPError as exc:
             response = error_response(exc.status, str(exc))
@@ -121,7 +153,8 @@ class App:
             log.exception("request failed", extra={"method": method, "path": path})
             return error_response(500, f"internal error: {type(exc).__name__}")
 
-    async def _read_body(self, headers: dict[bytes, bytes], receive: Any) -> bytes:
+    async def _read_body(self, headers: dict[bytes, bytes], receive: Any,
+                         gone: trio.Event) -> bytes:
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             raise HTTPError(413, f"Request body exceeds {self.max_body_bytes} bytes")
@@ -130,6 +163,7 @@ class App:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
+                gone.set()
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
@@ -139,6 +173,20 @@ class App:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+class _Undelivered(Exception):
+    """The client left before its reply could be sent."""
+
+
+async def _watch_disconnect(receive: Any, gone: trio.Event, handling: trio.CancelScope) -> None:
+    """Once the body is read, the only message left is the disconnect."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            handling.cancel()
+            return
 
 
 async def _lifespan(receive: Any, send: Any) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 import msgspec
+import trio
 
 from .. import wire
 
@@ -35,6 +37,8 @@ class Request:
     body: bytes
     # The authenticated subject (JWT `sub`), stamped as producerSub; None while auth is off.
     subject: str | None = None
+    # Set when the client hangs up (watched on routes that ask for it: long polls).
+    gone: trio.Event = attrs.Factory(trio.Event)
 
     def json(self) -> Any:
         """The body as strict JSON; an empty body is {} (routes whose fields are optional)."""
@@ -46,6 +50,9 @@ class Response:
     status: int
     body: bytes = b""
     headers: list[tuple[bytes, bytes]] = attrs.Factory(lambda: list(JSON_HEADERS))
+    # Called (instead of sending) when the client is gone before the reply goes out, or if
+    # sending fails: a pop gives its lease back.
+    undelivered: Callable[[], Awaitable[None]] | None = None
 
 
 def json_response(status: int, value: Any) -> Response:

@@ -80,10 +80,12 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
         req = parse_pop(request.query, broker.settings,
                         queue=None if queue is None else wire.name(queue, "queue"),
                         partition=None if partition is None else wire.name(partition, "partition"))
-        reply = await broker.consumer.pop(req)
-        if reply is None:
+        delivery = await broker.consumer.pop(req, request.gone)
+        if delivery is None:
             return Response(204, b"", list(CORS_HEADERS))
-        return json_response(200, reply)
+        response = json_response(200, delivery.reply)
+        response.undelivered = lambda: broker.consumer.release(delivery)
+        return response
 
     async def ack_one(request: Request) -> Response:
         group, ack = acks.parse_single_ack(request.json())
@@ -138,9 +140,10 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("GET", "/api/v1/status/buffers", buffers, access=READ)
     router.add("POST", "/api/v1/push", push, access=PUSH)
     router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
-    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE)
-    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop, access=WRITE)
-    router.add("GET", "/api/v1/pop", pop, access=WRITE)
+    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE, watch_disconnect=True)
+    router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop, access=WRITE,
+               watch_disconnect=True)
+    router.add("GET", "/api/v1/pop", pop, access=WRITE, watch_disconnect=True)
     router.add("POST", "/api/v1/ack", ack_one, access=WRITE)
     router.add("POST", "/api/v1/ack/batch", ack_batch, access=WRITE)
     router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease, access=WRITE)
