@@ -140,9 +140,8 @@ def apply_bundle_rows(segments: list[Segment], rows: list[Any]) -> None:
         seg = segments[row["segment_no"] - 1]
         if row["outcome"] == "duplicate":
             item = seg.writers[row["item_no"] - 1]
-            stored = row["ref_frames"]
-            item.original_id = (ids.ZERO_UUID if stored is None else str(frames.frame_at(
-                stored, row["ref_offset"] - row["ref_first_offset"]).message_id))
+            original = row["ref_message_id"]
+            item.original_id = ids.ZERO_UUID if original is None else str(original)
             item.settle(Outcome.DUPLICATE)
         else:
             outcomes[row["segment_no"]] = _SEGMENT_OUTCOMES[row["outcome"]]

@@ -75,24 +75,6 @@ def unpack(frames: bytes | memoryview) -> Iterator[Frame]:
         )
 
 
-def _skip(frames: bytes, start: int) -> int:
-    """The byte where frame `start` begins: earlier frames are stepped over by header only."""
-    at, size = 0, HEADER.size
-    for _ in range(start):
-        _mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(frames, at)
-        at += size + (16 if flags & FLAG_TRACE else 0) + tx_len + sub_len + payload_len
-    return at
-
-
-def unpack_slice(frames: bytes, start: int, count: int) -> Iterator[Frame]:
-    """Frames start .. start+count-1."""
-    view = memoryview(frames)[_skip(frames, start):]
-    for i, frame in enumerate(unpack(view)):  # type: ignore[arg-type]
-        if i >= count:
-            return
-        yield frame
-
-
 def uuid_text(raw: bytes) -> str:
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -140,9 +122,3 @@ def fields_between(frames: bytes, ends: Sequence[int]) -> Iterator[Fields | Unde
             yield Undecodable(uuid_text(raw_id) if len(raw_id) == 16 and end - at >= 16
                               else ZERO_UUID, None, f"undecodable frame: {exc}")
         at = end
-
-
-def frame_at(frames: bytes, index: int) -> Frame:
-    for frame in unpack_slice(frames, index, 1):
-        return frame
-    raise IndexError(f"segment has no frame {index}")
