@@ -59,7 +59,8 @@ def main() -> None:
 
     # Both servers stay up; runs alternate so that machine noise hits both alike.
     with empty_app() as (ceiling_url, _), database() as db_url, broker(db_url) as (url, proc):
-        wrk(url + "/api/v1/push", scripts[1], connections=args.connections, seconds=2)
+        # Warm-up with the first batch size asked for (there may be no batch-1 script).
+        wrk(url + "/api/v1/push", scripts[batches[0]], connections=args.connections, seconds=2)
         for b in batches:
             ceiling_runs, broker_runs, peak_kb = [], [], 0
             for r in range(args.rounds):

@@ -9,29 +9,82 @@ from pathlib import Path
 import trio
 
 from . import __version__
+from .exits import Exit
 from .logs import configure_logging
-from .settings import ConfigError, Settings
+from .settings import LOG_LEVELS, ConfigError, Settings, default_data_dir
+
+DESCRIPTION = """\
+queen-trio: a partitioned message-queue broker, wire-compatible with Queen MQ, storing its
+messages in PostgreSQL (an embedded cluster unless DATABASE_URL is set). Producers push JSON
+messages over HTTP; consumers pop, ack and long-poll them.
+"""
+
+EXAMPLES = """\
+examples:
+  queen-trio serve                                  embedded PostgreSQL, port 6632
+  queen-trio serve --port 7000 --data-dir ./data    another port and data directory
+  DATABASE_URL=postgresql://user:pw@db/queen queen-trio serve
+  LOG_REQUESTS=true queen-trio serve                one access-log line per request
+  queen-trio trace order-8891                       the timeline of trace order-8891
+
+exit statuses: 0 ok, 1 refused or partial, 2 usage or configuration, 3 authentication,
+4 empty result, 5 not found, 6 unreachable or 5xx, 130 interrupted.
+Every setting and its variable: docs/operations.md.
+"""
+
+
+_RAW = argparse.RawDescriptionHelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="queen-trio", description=__doc__)
+    defaults = Settings()
+    parser = argparse.ArgumentParser(prog="queen-trio", description=DESCRIPTION,
+                                     epilog=EXAMPLES, formatter_class=_RAW)
     parser.add_argument("--version", action="version", version=f"queen-trio {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the broker")
-    serve.add_argument("--host", help="listen address (HOST, default 0.0.0.0)")
-    serve.add_argument("--port", type=int, help="listen port (PORT, default 6632)")
+    commands = parser.add_subparsers(title="commands", dest="command", required=True,
+                                     metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", help="run the broker (HTTP, port 6632 by default)", formatter_class=_RAW,
+        description="Run the broker until SIGTERM or Ctrl-C. A flag wins over its variable.",
+        epilog="examples:\n  queen-trio serve\n  queen-trio serve --host 127.0.0.1 "
+               "--port 7000 --access-log\n")
+    # Flags default to None, so that an unset flag leaves its variable (or default) in force.
+    serve.add_argument("--host", help=f"listen address (HOST; default {defaults.host})")
+    serve.add_argument("--port", type=int, help=f"listen port (PORT; default {defaults.port})")
     serve.add_argument("--data-dir", type=Path,
-                       help="embedded PostgreSQL and spool directory (QUEEN_DATA_DIR)")
-    serve.add_argument("--database-url", help="external PostgreSQL (DATABASE_URL or PG_*)")
-    serve.add_argument("--log-level", help="LOG_LEVEL (default warning)")
-    trace = commands.add_parser("trace", help="print a trace's timeline")
+                       help="embedded PostgreSQL and spool directory (QUEEN_DATA_DIR; default "
+                            f"{default_data_dir()})")
+    serve.add_argument("--database-url",
+                       help="external PostgreSQL, postgresql://... (DATABASE_URL or PG_*; "
+                            "default: none, the embedded PostgreSQL)")
+    serve.add_argument("--log-level", metavar="LEVEL",
+                       help=f"{', '.join(LOG_LEVELS)} (LOG_LEVEL; default "
+                            f"{defaults.log_level})")
+    serve.add_argument("--access-log", action="store_const", const=True, default=None,
+                       help="log one line per request on queen_trio.access (LOG_REQUESTS; "
+                            "default off)")
+    trace = commands.add_parser(
+        "trace", help="print a trace's timeline from a running broker", formatter_class=_RAW,
+        description="Print every event recorded under a trace name, oldest first.\n"
+                    "Exits 4 when the trace has no events.",
+        epilog="example:\n  queen-trio trace order-8891 --url http://localhost:6632\n")
     trace.add_argument("name", help="the trace name (traceNames of POST /api/v1/traces)")
-    trace.add_argument("--url", default="http://localhost:6632", help="the broker's base URL")
-    trace.add_argument("--token", help="a bearer token, when the broker checks them")
+    trace.add_argument("--url", default="http://localhost:6632",
+                       help="the broker's base URL (default http://localhost:6632)")
+    trace.add_argument("--token", help="a bearer token, when the broker checks them "
+                                       "(default: none)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before the broker's own handler was in place
+        print("queen-trio: interrupted", file=sys.stderr)
+        return Exit.INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "trace":
         from .ops.trace_cli import run
@@ -41,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env(
             host=args.host, port=args.port, data_dir=args.data_dir,
             database_url=args.database_url, log_level=args.log_level,
+            log_requests=args.access_log,
         )
     except ConfigError as exc:
         print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level)
+        return Exit.USAGE
+    configure_logging(settings.log_level, settings.log_format,
+                      access_log=settings.log_requests)
     from .web.server import serve
 
     try:
@@ -56,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             kind = ("configuration error" if isinstance(cause, ConfigError)
                     else type(cause).__name__)
             print(f"queen-trio: {kind}: {cause}", file=sys.stderr)
-        return 2 if all(isinstance(c, ConfigError) for c in causes) else 1
-    return 0
+        return Exit.USAGE if all(isinstance(c, ConfigError) for c in causes) else Exit.REFUSED
+    return Exit.OK
 
 
 def _leaves(exc: BaseException):  # type: ignore[no-untyped-def]

@@ -1,36 +1,75 @@
-"""Structured logs: one JSON object per line on stderr, quiet (warnings) by default."""
+"""Structured logs on stderr: one JSON object per line, or readable text on a terminal.
+
+The level defaults to info, where only lifecycle lines appear (start, stop, outages, passes that
+changed something). The access log (`queen_trio.access`, one line per request) is switched on
+by its own setting and logs whatever the level is.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from typing import Any
 
 import msgspec
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+ACCESS_LOGGER = "queen_trio.access"
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    return (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z")
+
+
+def _extra(record: logging.LogRecord) -> dict[str, Any]:
+    return {key: value for key, value in vars(record).items() if key not in _STANDARD}
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": _timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            **_extra(record),
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD:
-                entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return msgspec.json.encode(entry, enc_hook=str).decode()
 
 
-def configure_logging(level: str) -> None:
+class TextFormatter(logging.Formatter):
+    """`12:00:00.123 info  queen_trio.server: queen-trio listening bind=http://0.0.0.0:6632`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{key}={_text(value)}" for key, value in _extra(record).items())
+        line = (f"{_timestamp(record)[11:-1]} {record.levelname.lower():<7} {record.name}: "
+                f"{record.getMessage()}{' ' + fields if fields else ''}")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str) and value and " " not in value and '"' not in value:
+        return value
+    return msgspec.json.encode(value, enc_hook=str).decode()
+
+
+def configure_logging(level: str, log_format: str | None = None, *,
+                      access_log: bool = False) -> None:
+    """`log_format` None: text when stderr is a terminal, JSON otherwise."""
+    if log_format is None:
+        log_format = "text" if sys.stderr.isatty() else "json"
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # hypercorn's own start-up line repeats ours; its warnings and errors still show.
+    logging.getLogger("hypercorn.error").setLevel(max(logging.WARNING, root.level))
+    access = logging.getLogger(ACCESS_LOGGER)
+    access.setLevel(logging.INFO if access_log else logging.CRITICAL + 1)

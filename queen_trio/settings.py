@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
 import jwt
 
 from .errors import ConfigError
 
-__all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Settings"]
+__all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Settings", "parse_bool"]
 
 # JWT algorithms the broker verifies; `auto` picks one by the token's header.
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
@@ -20,8 +20,38 @@ ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
 ROLES = ("write-only", "read-only", "read-write", "admin")
 
 
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "1")
+_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("json", "text")
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    """A boolean setting: true/false/1/0 in any case; anything else is refused, never off."""
+    value = _BOOLEANS.get(raw.strip().lower())
+    if value is None:
+        raise ConfigError(f"{name}={raw!r} is not a boolean: use true, false, 1 or 0")
+    return value
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    return parse_bool(name, raw)
+
+
+def parse_log_level(name: str, raw: str) -> str:
+    level = raw.strip().lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{name}={raw!r} is not a log level: use {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def parse_log_format(name: str, raw: str) -> str:
+    form = raw.strip().lower()
+    if form not in LOG_FORMATS:
+        raise ConfigError(f"{name}={raw!r} is not a log format: use json or text")
+    return form
 
 
 def _usable(algorithm: str, pem: str) -> bool:
@@ -54,7 +84,10 @@ class AuthSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AuthSettings:
-        if not _true(env.get("JWT_ENABLED")):
+        # Both booleans are checked even with authentication off: a typo never passes.
+        enabled = env_bool(env, "JWT_ENABLED")
+        allow_no_exp = env_bool(env, "JWT_ALLOW_NO_EXP")
+        if not enabled:
             return cls()
         algorithm = env.get("JWT_ALGORITHM") or "HS256"
         if algorithm not in (*ALGORITHMS, "auto"):
@@ -83,7 +116,7 @@ class AuthSettings:
             enabled=True, algorithm=algorithm, secret=env.get("JWT_SECRET") or None,
             public_key=public_key, jwks_url=env.get("JWT_JWKS_URL") or None,
             issuer=env.get("JWT_ISSUER") or None, audience=env.get("JWT_AUDIENCE") or None,
-            clock_skew=skew, allow_no_exp=_true(env.get("JWT_ALLOW_NO_EXP")),
+            clock_skew=skew, allow_no_exp=allow_no_exp,
             roles_claim=env.get("JWT_ROLES_CLAIM") or "role",
             roles_array_claim=env.get("JWT_ROLES_ARRAY_CLAIM") or "roles",
             role_names=names, jwks_refresh_seconds=refresh, jwks_timeout_seconds=timeout)
@@ -150,22 +183,39 @@ class Settings:
     pop_wait_backoff_threshold: int = 3
     pop_wait_backoff_multiplier: float = 2.0
     pop_wait_max_interval_ms: int = 1000
-    log_level: str = "warning"
+    log_level: str = "info"
+    # None: text when stderr is a terminal, JSON otherwise.
+    log_format: str | None = None
+    # One line per request on the logger queen_trio.access, whatever log_level is.
+    log_requests: bool = False
     auth: AuthSettings = attrs.Factory(AuthSettings)
+    # Where each setting came from ("PORT", "--port", ...), to name it in an error.
+    sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Settings from the environment; `overrides` are command-line flags (None: not given),
+        which win over their variables."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
+        sources: dict[str, str] = {}
 
         def take(name: str, field: str, parse=str) -> None:  # type: ignore[no-untyped-def]
             raw = env.get(name)
+            sources.setdefault(field, name)
             if raw is None or raw == "":
                 return
             try:
                 values[field] = parse(raw)
             except ValueError:
                 raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
+
+        def flag(field: str, name: str, parse=None) -> None:  # type: ignore[no-untyped-def]
+            value = overrides.pop(field, None)
+            if value is None:
+                return
+            values[field] = parse(name, value) if parse else value
+            sources[field] = name
 
         take("HOST", "host")
         take("PORT", "port", int)
@@ -183,7 +233,9 @@ class Settings:
         take("RETENTION_BATCH_SIZE", "retention_batch_size", int)
         take("FILE_BUFFER_DIR", "spool_dir", Path)
         take("FILE_BUFFER_EVENTS_PER_FILE", "spool_records_per_file", int)
-        take("LOG_LEVEL", "log_level")
+        take("LOG_LEVEL", "log_level", lambda raw: parse_log_level("LOG_LEVEL", raw))
+        take("LOG_FORMAT", "log_format", lambda raw: parse_log_format("LOG_FORMAT", raw))
+        take("LOG_REQUESTS", "log_requests", lambda raw: parse_bool("LOG_REQUESTS", raw))
         take("DEFAULT_BATCH_SIZE", "default_batch_size", int)
         take("DEFAULT_TIMEOUT", "default_timeout_ms", int)
         take("DEFAULT_SUBSCRIPTION_MODE", "default_subscription_mode")
@@ -191,12 +243,29 @@ class Settings:
         take("POP_WAIT_BACKOFF_THRESHOLD", "pop_wait_backoff_threshold", int)
         take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
         take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
-        values["database_url"] = database_url_from_env(env)
+        url, sources["database_url"] = database_url_from_env(env), database_url_source(env)
+        values["database_url"] = url
         values["auth"] = AuthSettings.from_env(env)
+        flag("host", "--host")
+        flag("port", "--port")
+        flag("data_dir", "--data-dir")
+        flag("database_url", "--database-url")
+        flag("log_level", "--log-level", parse_log_level)
+        flag("log_requests", "--access-log")
         values.update({k: v for k, v in overrides.items() if v is not None})
-        settings = cls(**values)  # type: ignore[arg-type]
+        settings = cls(**values, sources=sources)  # type: ignore[arg-type]
         settings.check()
         return settings
+
+    def source(self, field: str) -> str:
+        """The variable or flag a setting came from, for error messages."""
+        return self.sources.get(field, field)
+
+    @property
+    def uses_data_dir(self) -> bool:
+        """Whether the data directory holds this broker's cluster or spool (then one broker
+        per directory: storage/datadir.py)."""
+        return self.database_url is None or self.spool_dir is None
 
     @property
     def call_deadline_seconds(self) -> float:
@@ -211,7 +280,9 @@ class Settings:
 
     def check(self) -> None:
         if not 0 < self.port < 65536:
-            raise ConfigError(f"port {self.port} is out of range")
+            raise ConfigError(f"{self.source('port')}={self.port} is out of range (1 to 65535)")
+        if self.database_url is not None:
+            check_database_url(self.source("database_url"), self.database_url)
         if self.db_pool_size < 2:
             raise ConfigError("DB_POOL_SIZE must be at least 2")
         if self.push_shards < 1 or self.push_shards >= self.db_pool_size:
@@ -237,16 +308,56 @@ def milliseconds(text: str) -> float:
     return int(text) / 1000
 
 
+_PG_VARIABLES = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
+
+
+def database_url_source(env: Mapping[str, str]) -> str:
+    if env.get("DATABASE_URL") or not any(env.get(n) for n in _PG_VARIABLES):
+        return "DATABASE_URL"
+    return "PG_HOST/PG_PORT/PG_USER/PG_PASSWORD/PG_DB"
+
+
 def database_url_from_env(env: Mapping[str, str]) -> str | None:
     """DATABASE_URL wins; otherwise Queen's PG_* variables; otherwise None (embedded)."""
     if env.get("DATABASE_URL"):
         return env["DATABASE_URL"]
-    names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
-    if not any(env.get(n) for n in names):
+    if not any(env.get(n) for n in _PG_VARIABLES):
         return None
+    port = env.get("PG_PORT") or "5432"
+    if not port.strip().isdigit():
+        raise ConfigError(f"PG_PORT={port!r} is not a port number")
     user = quote(env.get("PG_USER") or "postgres", safe="")
     password = quote(env.get("PG_PASSWORD") or "postgres", safe="")
     host = env.get("PG_HOST") or "localhost"
-    port = env.get("PG_PORT") or "5432"
     db = quote(env.get("PG_DB") or "postgres", safe="")
-    return f"postgresql://{user}:{password}@{host}:{port}/{db}"
+    return f"postgresql://{user}:{password}@{host}:{port.strip()}/{db}"
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ***, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("@", 1)[-1] if "@" in url else url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def check_database_url(source: str, url: str) -> None:
+    """A URL the broker can connect with: postgresql:// or postgres://, a host, a numeric port.
+    An unreachable or unresolvable host is not refused here: the broker starts and spools."""
+    shown = f"{source}={redact_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        if "," not in parts.netloc:  # a multi-host DSN lists ports per host
+            parts.port  # noqa: B018 -- raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"{shown} does not parse as a URL: {exc}") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ConfigError(f"{shown} is not a PostgreSQL URL: it must start with postgresql:// "
+                          "or postgres://")
+    if not parts.netloc and "host=" not in parts.query:
+        raise ConfigError(f"{shown} names no host")

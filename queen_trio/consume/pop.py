@@ -18,6 +18,7 @@ from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 from ..wire import QUEUE_MODE, query_bool, query_int
+from .diagnosis import why_nothing
 from .fusion import CallFusion, Fusable, FusionStatistics
 from .wakeups import WakeRegistry
 
@@ -37,6 +38,7 @@ class ConsumerStatistics:
     claims: FusionStatistics
     undecodable: int    # claimed messages dead-lettered because they could not be decoded
     released: int       # leases given back because the reply could not be sent
+    parked: int         # long polls waiting right now
 
 
 @attrs.frozen
@@ -159,11 +161,15 @@ class Consumer:
         self._joined: set[tuple[str | None, str]] = set()
         self._undecodable = 0
         self._released = 0
+        # Shutdown: parked long polls answer 204 at once, and new ones do not park.
+        self._stopping = False
+        self._parked: set[trio.CancelScope] = set()
 
     def statistics(self) -> ConsumerStatistics:
         return ConsumerStatistics(joined_groups=len(self._joined),
                                   claims=self.claims.statistics(),
-                                  undecodable=self._undecodable, released=self._released)
+                                  undecodable=self._undecodable, released=self._released,
+                                  parked=len(self._parked))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.claims.run(task_status=task_status)
@@ -368,12 +374,30 @@ class Consumer:
             ms = s.pop_wait_initial_interval_ms * empty_checks * s.pop_wait_backoff_multiplier
         return min(ms, s.pop_wait_max_interval_ms) / 1000
 
+    def stop_waiting(self) -> None:
+        """The broker is stopping: answer every parked long poll now, park no new one."""
+        self._stopping = True
+        for scope in self._parked:
+            scope.cancel()
+
     async def pop(self, req: PopRequest, gone: trio.Event | None = None) -> Delivery | None:
         """The delivery, or None for 204. Parks while `wait` and nothing is deliverable.
 
         `gone` is set when the consumer hangs up: a parked pop then stops without claiming
         (its caller cancels the wait), and a claim that lands after it is given back."""
-        gone = trio.Event() if gone is None else gone
+        if req.wait and self._stopping:
+            return None
+        delivery = await self._pop(req, trio.Event() if gone is None else gone)
+        if delivery is None and log.isEnabledFor(logging.DEBUG):
+            # Only at debug: it costs a query.
+            log.debug("pop found nothing", extra={
+                "queue": req.queue, "partition": req.partition, "namespace": req.namespace,
+                "task": req.task, "consumerGroup": req.group,
+                "why": await why_nothing(self._db, req.queue, req.partition, req.namespace,
+                                         req.task, req.group)})
+        return delivery
+
+    async def _pop(self, req: PopRequest, gone: trio.Event) -> Delivery | None:
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
         while not gone.is_set():
@@ -391,7 +415,7 @@ class Consumer:
                 raise DatabaseUnavailable("the claim took longer than its deadline")
             if delivery is None and decoded.dead_lettered:
                 continue  # dead letters moved the cursor: look again at once
-            if delivery is not None or not req.wait:
+            if delivery is not None or not req.wait or self._stopping:
                 return delivery
             now = trio.current_time()
             if now >= deadline:
@@ -402,8 +426,14 @@ class Consumer:
                 until = (decoded.next_check - dt.datetime.now(dt.timezone.utc)).total_seconds()
                 # Wake exactly at the earliest deadline; the SQL cut decides, never this timer.
                 park = min(park, max(until + 0.001, 0.0))
-            with trio.move_on_at(min(deadline, now + park)):
-                await wake.wait()
+            with trio.move_on_at(min(deadline, now + park)) as parked:
+                self._parked.add(parked)
+                try:
+                    await wake.wait()
+                finally:
+                    self._parked.discard(parked)
+            if self._stopping:
+                return None
         return None
 
     async def release(self, delivery: Delivery) -> None:

@@ -9,6 +9,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, TextIO
 
+from ..exits import Exit
+
 PAGE = 500
 
 
@@ -35,7 +37,8 @@ def render(name: str, events: list[dict[str, Any]], out: TextIO) -> None:
         print(f"trace {name!r}: no events", file=out)
         return
     messages = {(e["partition_id"], e["transaction_id"]) for e in events}
-    print(f"trace {name!r}: {len(events)} events on {len(messages)} messages", file=out)
+    print(f"trace {name!r}: {plural(len(events), 'event')} on "
+          f"{plural(len(messages), 'message')}", file=out)
     rows = [(e["created_at"], f"{e['queue_name']}/{e['partition_name']}", e["consumer_group"],
              e["event_type"], e["transaction_id"],
              json.dumps(e["data"], separators=(",", ":"), ensure_ascii=False)) for e in events]
@@ -48,15 +51,29 @@ def render(name: str, events: list[dict[str, Any]], out: TextIO) -> None:
         print(f"{cells}  {row[5]}", file=out)
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _status_exit(status: int) -> Exit:
+    if status in (401, 403):
+        return Exit.AUTH
+    if status == 404:
+        return Exit.NOT_FOUND
+    if status >= 500:
+        return Exit.UNREACHABLE
+    return Exit.REFUSED
+
+
 def run(base_url: str, name: str, token: str | None) -> int:
     try:
         events = fetch_trace(base_url, name, token=token)
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         print(f"queen-trio trace: {base_url} answered {exc.code}: {detail}", file=sys.stderr)
-        return 1
+        return _status_exit(exc.code)
     except (urllib.error.URLError, OSError) as exc:
         print(f"queen-trio trace: cannot reach {base_url}: {exc}", file=sys.stderr)
-        return 1
+        return Exit.UNREACHABLE
     render(name, events, sys.stdout)
-    return 0
+    return Exit.OK if events else Exit.EMPTY

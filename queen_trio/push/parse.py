@@ -24,6 +24,8 @@ class _WireItem(msgspec.Struct):
     partition: Any = UNSET
     transactionId: Any = UNSET
     payload: Raw | UnsetType = UNSET
+    # Never stored; only noticed, to explain a missing payload.
+    data: Raw | UnsetType = UNSET
     # traceId and producerSub are deliberately not fields: never honoured on push (seed).
 
 
@@ -74,7 +76,9 @@ def _parse_item(index: int, item: _WireItem) -> PushItem:
     if item.transactionId is not UNSET and item.transactionId is not None:
         txid = wire.name(item.transactionId, "TransactionId", where) or None
     if item.payload is UNSET:
-        raise BadRequest(f"payload is required{where}")
+        hint = ": the field is named payload; data is what pops return" if (
+            item.data is not UNSET) else ""
+        raise BadRequest(f"payload is required{where}{hint}")
     message_id = ids.new_id()
     return PushItem(
         index=index,

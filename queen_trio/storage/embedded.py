@@ -12,6 +12,9 @@ secrets (JWT_SECRET, QUEEN_ENCRYPTION_KEY, ...) never reach the postmaster, wher
 could read them. A data directory from an earlier version (trust, no password file) is
 upgraded in place before its first start: the password is set in single-user mode, which
 listens on nothing.
+
+The server runs in a session of its own, so a terminal's Ctrl-C reaches the broker only; the
+broker stops the server once its own shutdown is done.
 """
 
 from __future__ import annotations
@@ -88,11 +91,23 @@ def _free_port() -> int:
 
 
 def _port_is_free(port: int) -> bool:
+    """Whether the server could listen on `port`: SO_REUSEADDR, as PostgreSQL itself sets,
+    so the TIME_WAIT sockets of the last run's connections do not count as taken."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
             return False
+        return True
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        return b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no procfs: trust the pid
+    except OSError:
         return True
 
 
@@ -142,6 +157,9 @@ class EmbeddedPostgres:
             done = subprocess.run(
                 cmd, check=True, capture_output=True, text=True, timeout=120, input=stdin,
                 env=scrubbed_environment(), cwd=self.data_dir,
+                # A session of its own: a Ctrl-C in the broker's terminal reaches the broker,
+                # which stops the server after draining, not the server behind its back.
+                start_new_session=True,
                 user=as_user, group=as_user, extra_groups=[] if as_user else None,
             )
         except subprocess.CalledProcessError as e:
@@ -233,10 +251,18 @@ class EmbeddedPostgres:
             os.kill(pid, 0)
         except (IndexError, ValueError, ProcessLookupError, PermissionError):
             return None
+        if not _is_postgres(pid):  # a stale pid file whose pid was reused
+            return None
         return Postmaster(pid, port)
 
     def start(self) -> str:
-        """Start (or adopt) the cluster and return a connection URL."""
+        """Start the cluster and return its connection URL (credentials included).
+
+        The caller holds the data directory's broker.lock (storage/datadir.py), so a cluster
+        found running was left by a broker that is gone. It is adopted: stopped and started
+        again with this broker's options (its door locked first if an earlier version left it
+        open), on the port it had. Started or adopted, it is this object's to stop.
+        """
         # Private by default: it holds the password file and the spool.
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._prepare_user()
@@ -249,17 +275,15 @@ class EmbeddedPostgres:
                 "--encoding=UTF8", "--locale=C", "--no-instructions",
             )
             self._lock_door()
+        port_file = self.data_dir / "port"
         running = self.postmaster()
         if running is not None:
-            if not self._is_locked():
-                raise EmbeddedPostgresError(
-                    f"the embedded PostgreSQL running on {self.pgdata} (pid {running.pid}) "
-                    "was started by an earlier queen-trio and admits any local user without "
-                    f"a password: stop it ({self._stop_command()}), then start the broker "
-                    "again, which upgrades it to password authentication")
-            # A cluster left running (a broker killed with SIGKILL): adopt it, do not stop it.
-            self._port = running.port
-            return self.url()
+            log.warning("adopted the embedded PostgreSQL left running by an earlier broker; "
+                        "restarting it with this broker's options",
+                        extra={"pid": running.pid, "port": running.port,
+                               "pgdata": str(self.pgdata)})
+            self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", "fast", "stop")
+            port_file.write_text(f"{running.port}\n")
         if not self._is_locked():
             # A data directory made by an earlier version (trust, no password file).
             log.warning("embedded PostgreSQL upgraded to password authentication",
@@ -267,7 +291,6 @@ class EmbeddedPostgres:
                                "password_file": str(self.password_file)})
             self._lock_door()
         self._tighten_password_file()
-        port_file = self.data_dir / "port"
         if self._port is None and port_file.exists():
             remembered = int(port_file.read_text().strip() or 0)
             if remembered and _port_is_free(remembered):
@@ -297,12 +320,8 @@ class EmbeddedPostgres:
                         extra={"password_file": str(self.password_file)})
             self.password_file.chmod(0o600)
 
-    def _stop_command(self) -> str:
-        command = f"{self.bin_dir / 'pg_ctl'} -D {self.pgdata} stop"
-        return f"as {self._run_as}: {command}" if self._run_as else command
-
     def stop(self, *, mode: str = "fast") -> None:
-        """Stop the cluster if this object started it (an adopted one is left running)."""
+        """Stop the cluster if this object started (or adopted) it."""
         if not self._started_here:
             return
         self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", mode, "stop")

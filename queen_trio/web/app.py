@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -15,6 +16,7 @@ import attrs
 import trio
 
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, QueenError
+from .access import access_log, log_request
 from .auth import Authenticator
 from .http import CORS_HEADERS, HTTPError, Request, Response, error_response
 
@@ -34,6 +36,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 @attrs.frozen
 class Route:
     method: str
+    template: str  # "/api/v1/pop/queue/:queue", as registered
     pattern: re.Pattern[str]
     handler: Handler
     access: str  # the level a caller needs (web/auth.py)
@@ -47,6 +50,8 @@ def _compile(template: str) -> re.Pattern[str]:
     for segment in template.strip("/").split("/"):
         if segment.startswith(":"):
             parts.append(f"(?P<{segment[1:]}>[^/]+)")
+        elif segment.startswith("*"):  # the rest of the path, slashes included
+            parts.append(f"(?P<{segment[1:]}>.+)")
         else:
             parts.append(re.escape(segment))
     return re.compile("^/" + "/".join(parts) + "$")
@@ -58,8 +63,12 @@ class Router:
 
     def add(self, method: str, template: str, handler: Handler, *, access: str,
             watch_disconnect: bool = False) -> None:
-        self._routes.append(Route(method, _compile(template), handler, access,
+        self._routes.append(Route(method, template, _compile(template), handler, access,
                                   watch_disconnect))
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        return tuple(self._routes)
 
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         allowed = False
@@ -92,6 +101,7 @@ class App:
             return
         if scope["type"] != "http":
             return
+        started = time.perf_counter()
         gone = trio.Event()
         async with trio.open_nursery() as watchers:
             with trio.CancelScope() as handling:
@@ -104,6 +114,8 @@ class App:
         if handling.cancelled_caught:
             return  # the client hung up: nobody to answer
         await self._send(send, response, gone)
+        if access_log.isEnabledFor(logging.INFO):
+            log_request(scope["method"], response, time.perf_counter() - started)
 
     @staticmethod
     async def _send(send: Any, response: Response, gone: trio.Event) -> None:
@@ -140,7 +152,11 @@ class App:
             request = Request(method, path, params, query, headers, body, subject, gone)
             if route.watch_disconnect:
                 watch()
-            return await route.handler(request)
+            response = await route.handler(request)
+            response.route = route.template
+            if response.queue is None:
+                response.queue = params.get("queue")
+            return response
         except HTTPError as exc:
             response = error_response(exc.status, str(exc))
             response.headers.extend(exc.headers)

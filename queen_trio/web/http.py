@@ -53,10 +53,16 @@ class Response:
     # Called (instead of sending) when the client is gone before the reply goes out, or if
     # sending fails: a pop gives its lease back.
     undelivered: Callable[[], Awaitable[None]] | None = None
+    # For the access log: the route template (set by the app), how many items the request
+    # carried or the reply delivered, and the queue when there is one.
+    route: str | None = None
+    items: int | None = None
+    queue: str | None = None
 
 
-def json_response(status: int, value: Any) -> Response:
-    return Response(status, msgspec.json.encode(value))
+def json_response(status: int, value: Any, *, items: int | None = None,
+                  queue: str | None = None) -> Response:
+    return Response(status, msgspec.json.encode(value), items=items, queue=queue)
 
 
 def error_response(status: int, message: str) -> Response:

@@ -49,6 +49,32 @@ NOT_BUILT: list[tuple[str, str, str]] = [
 ]
 
 
+# What the official 2.6 client can call that this broker does not have (kv, locks, timers,
+# offset reads, ephemeral queues, streams): 404 with code not_implemented, never a 5xx (which
+# the client retries and counts against the broker's health). The 2.6 client reads a 404 on
+# the ephemeral routes as "unsupported".
+NOT_IN_THIS_BROKER: list[tuple[str, str]] = [
+    ("POST", "/api/v1/kv"),
+    ("POST", "/api/v1/locks"),
+    ("POST", "/api/v1/timers"),
+    ("GET", "/api/v1/timers/:queue"),
+    ("GET", "/api/v1/timers/:queue/*timerKey"),
+    ("DELETE", "/api/v1/timers/:queue/*timerKey"),
+    ("POST", "/api/v1/fetch"),
+    ("POST", "/api/v1/partitions/changed"),
+    *(("POST", f"/api/v1/ephemeral/{verb}")
+      for verb in ("configure", "reset", "push", "ack")),
+    ("GET", "/api/v1/ephemeral/pop"),
+    ("GET", "/api/v1/ephemeral/queues"),
+    ("GET", "/api/v1/ephemeral/queues/:queue/depth"),
+    ("DELETE", "/api/v1/ephemeral/queue/:queue"),
+    ("POST", "/streams/v1/queries"),
+    ("POST", "/streams/v1/cycle"),
+    ("POST", "/streams/v1/state/get"),
+]
+PLAINTEXT_WARNING = "encryption key unusable: payloads are stored in plaintext"
+
+
 def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     """The app for `broker`; `auth` defaults to one built from the broker's settings (the
     server passes one it has already started, so a bad JWKS refuses to boot)."""
@@ -58,13 +84,22 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
         items = parse_push_body(request.body)
         status, results = await broker.publisher.push(items, request.subject)
         response = json_response(status, results)
+        response.items = len(items)
+        queues = {item.queue for item in items}
+        response.queue = queues.pop() if len(queues) == 1 else None
         if status == 429:
             # The clients back off on Retry-After; consumers free the space.
             response.headers.append((b"retry-after", b"1"))
         return response
 
     async def configure_queue(request: Request) -> Response:
-        return json_response(200, await broker.queues.configure(parse_configure(request.json())))
+        configure = parse_configure(request.json())
+        reply = await broker.queues.configure(configure)
+        if reply["options"]["encryptionEnabled"] and not broker.cipher.enabled:
+            reply["warnings"] = [PLAINTEXT_WARNING]
+        response = json_response(200, reply)
+        response.queue = configure.queue
+        return response
 
     async def health(request: Request) -> Response:
         healthy = await broker.db.ping()
@@ -82,18 +117,19 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
                         partition=None if partition is None else wire.name(partition, "partition"))
         delivery = await broker.consumer.pop(req, request.gone)
         if delivery is None:
-            return Response(204, b"", list(CORS_HEADERS))
-        response = json_response(200, delivery.reply)
+            return Response(204, b"", list(CORS_HEADERS), items=0)
+        response = json_response(200, delivery.reply, items=len(delivery.reply["messages"]),
+                                 queue=delivery.reply["queue"])
         response.undelivered = lambda: broker.consumer.release(delivery)
         return response
 
     async def ack_one(request: Request) -> Response:
         group, ack = acks.parse_single_ack(request.json())
-        return json_response(200, await broker.ack_lane.settle(group, [ack]))
+        return json_response(200, await broker.ack_lane.settle(group, [ack]), items=1)
 
     async def ack_batch(request: Request) -> Response:
         group, items = acks.parse_ack_batch(request.json())
-        return json_response(200, await broker.ack_lane.settle(group, items))
+        return json_response(200, await broker.ack_lane.settle(group, items), items=len(items))
 
     async def extend_lease(request: Request) -> Response:
         lease_id = wire.parse_uuid(request.params["leaseId"], "leaseId")
@@ -110,7 +146,8 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
 
     async def transaction(request: Request) -> Response:
         ops, leases = parse_transaction(request.body)
-        return json_response(200, await broker.transactions.run(ops, leases, request.subject))
+        return json_response(200, await broker.transactions.run(ops, leases, request.subject),
+                             items=len(ops))
 
     async def record_trace(request: Request) -> Response:
         return json_response(201, await traces.record(broker.db, request.json()))
@@ -153,6 +190,8 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("GET", "/health", health, access=PUBLIC)
     for method, template, access in NOT_BUILT:
         router.add(method, template, _not_built(method, template), access=access)
+    for method, template in NOT_IN_THIS_BROKER:
+        router.add(method, template, _not_in_this_broker(method, template), access=PUBLIC)
     return App(router, auth or Authenticator(broker.settings.auth),
                max_body_bytes=broker.settings.max_body_bytes)
 
@@ -160,5 +199,13 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
 def _not_built(method: str, template: str):  # type: ignore[no-untyped-def]
     async def handler(request: Request) -> Response:
         return error_response(501, f"{method} {template} is not implemented by this broker yet")
+
+    return handler
+
+
+def _not_in_this_broker(method: str, template: str):  # type: ignore[no-untyped-def]
+    async def handler(request: Request) -> Response:
+        return json_response(404, {"error": f"{method} {template} is not implemented by this "
+                                            "broker", "code": "not_implemented"})
 
     return handler

@@ -1,79 +1,164 @@
-"""`queen-trio serve`: the embedded database (if no URL), the broker, hypercorn on top."""
+"""`queen-trio serve`: the listening socket, the data directory, the database, the broker, and
+hypercorn on top.
+
+Start-up is a sequence of separate steps, each refusing the start (ConfigError) before the
+next one touches anything:
+
+1. bind the listening socket (`listen.bind_listener`): a bad HOST or a taken port;
+2. read the JWKS, when one is configured;
+3. take `<data-dir>/broker.lock` (`storage.datadir`): a second broker on the directory;
+4. start (or adopt) the embedded cluster, when there is no database URL;
+5. open the broker and hand the socket to hypercorn as `fd://N`.
+
+A supervisor of several workers owns steps 1, 3 and 4 and runs step 5 in each worker.
+
+Shutdown: the first SIGTERM or SIGINT answers parked long polls 204 at once, stops accepting,
+lets in-flight requests finish (within the graceful deadline), flushes the lane, closes the
+pool and stops the embedded cluster. A second signal exits at once (143 or 130) with one line
+that says whether the cluster was left running for the next start to adopt.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
+from typing import Any
 
+import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from ..broker import open_broker
+from ..consume.pop import Consumer
 from ..settings import Settings
+from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
+from .listen import BACKLOG, bind_listener
 from .routes import create_app
 
 log = logging.getLogger("queen_trio.server")
 
 
-def hypercorn_config(settings: Settings) -> HypercornConfig:
+def hypercorn_config(settings: Settings, listener: socket.socket | None = None) -> HypercornConfig:
+    """hypercorn's configuration; with `listener`, hypercorn takes over that bound socket."""
     config = HypercornConfig()
-    config.bind = [f"{settings.host}:{settings.port}"]
+    # fd:// hands hypercorn the socket itself: it closes the descriptor when it stops.
+    config.bind = ([f"fd://{listener.detach()}"] if listener is not None
+                   else [f"{settings.host}:{settings.port}"])
     config.graceful_timeout = settings.graceful_timeout_seconds
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.keep_alive_timeout = 75
     config.keep_alive_max_requests = 1_000_000
-    config.backlog = 1024
+    config.backlog = BACKLOG
     return config
+
+
+@attrs.define
+class _Lifecycle:
+    """What a second signal needs to know to say what it leaves behind."""
+
+    cluster: EmbeddedPostgres | None = None
+
+    def left_behind(self) -> str:
+        if self.cluster is None:
+            return "no embedded PostgreSQL was running"
+        running = self.cluster.postmaster()
+        if running is None:
+            return "the embedded PostgreSQL is not running"
+        return (f"the embedded PostgreSQL (pid {running.pid}) was left running for the next "
+                "start to adopt")
 
 
 async def serve(settings: Settings, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
                 stop: trio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (or `stop`): then stop accepting, finish in-flight requests
-    within the graceful deadline, flush the lane, close the pool, stop the embedded database."""
+    """Run until SIGTERM/SIGINT (or `stop`); see the module's docstring for the steps."""
     stop = stop or trio.Event()
-    # Before anything else: a JWKS that cannot be read refuses to start (ConfigError).
-    auth = Authenticator(settings.auth)
-    await auth.start()
-    embedded: EmbeddedPostgres | None = None
-    url = settings.database_url
-    if url is None:
-        embedded = EmbeddedPostgres(settings.data_dir)
+    lifecycle = _Lifecycle()
+    # Opened first and kept to the very end: a second signal is honoured at every step,
+    # the cluster's stop included.
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as watcher:
+            watcher.start_soon(_watch_signals, signals, stop, lifecycle)
+            await _serve(settings, stop, lifecycle, task_status)
+            watcher.cancel_scope.cancel()
+    log.info("queen-trio stopped")
+
+
+async def _serve(settings: Settings, stop: trio.Event, lifecycle: _Lifecycle,
+                 task_status: trio.TaskStatus[str]) -> None:
+    listener = bind_listener(settings)
+    try:
+        auth = Authenticator(settings.auth)
+        await auth.start()  # a JWKS that cannot be read refuses to start
+        with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
+            async with running_database(settings, lifecycle) as url:
+                if stop.is_set():
+                    return
+                async with open_broker(settings, url) as broker:
+                    app = create_app(broker, auth)
+                    config = hypercorn_config(settings, listener)
+                    await _serve_http(app, config, stop, broker.consumer,
+                                      task_status=task_status)
+    finally:
+        if listener.fileno() != -1:  # not handed to hypercorn
+            listener.close()
+
+
+@asynccontextmanager
+async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIterator[str]:
+    """The database URL: the configured one, or the embedded cluster's, started (or adopted)
+    here and stopped on the way out. The caller holds the data directory's lock."""
+    if settings.database_url is not None:
+        yield settings.database_url
+        return
+    embedded = lifecycle.cluster = EmbeddedPostgres(settings.data_dir)
+    try:
         url = await trio.to_thread.run_sync(embedded.start)
         # The URL's password stays out of the logs: it is in the password file.
-        log.warning("embedded PostgreSQL running", extra={
+        log.info("embedded PostgreSQL running", extra={
             "url": embedded.redacted_url(), "password_file": str(embedded.password_file),
             "data_dir": str(settings.data_dir)})
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signals, stop)
-            async with open_broker(settings, url) as broker:
-                app = create_app(broker, auth)
-                # hypercorn returns only once in-flight requests are done (or the graceful
-                # deadline passed); only then does open_broker flush the lane and close.
-                async with trio.open_nursery() as http:
-                    bound = await http.start(_serve_http, app, settings, stop)
-                    log.warning("queen-trio listening", extra={"bind": bound})
-                    task_status.started(bound[0] if bound else "")
-            nursery.cancel_scope.cancel()
+        yield url
     finally:
-        if embedded is not None:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(embedded.stop)
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(embedded.stop)
 
 
-async def _serve_http(app, settings: Settings, stop: trio.Event, *,  # type: ignore[no-untyped-def]
-                      task_status=trio.TASK_STATUS_IGNORED) -> None:
-    await hypercorn_serve(app, hypercorn_config(settings), shutdown_trigger=stop.wait,
-                          task_status=task_status)
+async def _serve_http(app: Any, config: HypercornConfig, stop: trio.Event, consumer: Consumer,
+                      *, task_status: trio.TaskStatus[str]) -> None:
+    """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
+    the graceful deadline passed); only then does open_broker flush the lane and close."""
+
+    async def answer_waiters_at_stop() -> None:
+        await stop.wait()
+        consumer.stop_waiting()
+
+    async def run_hypercorn(*, task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn_serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer_waiters_at_stop)
+        bound: list[str] = await nursery.start(run_hypercorn)
+        log.info("queen-trio listening", extra={"bind": bound})
+        task_status.started(bound[0] if bound else "")
 
 
-async def _stop_on_signals(stop: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.warning("shutting down", extra={"signal": signal.Signals(signum).name})
+async def _watch_signals(signals: Any, stop: trio.Event, lifecycle: _Lifecycle) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if not stop.is_set():
+            log.info("shutting down", extra={"signal": name})
             stop.set()
-            return
+            continue
+        # The second one: out at once, and say what is left behind.
+        print(f"queen-trio: second {name}: exiting now; {lifecycle.left_behind()}",
+              file=sys.stderr, flush=True)
+        os._exit(128 + signum)

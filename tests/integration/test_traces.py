@@ -90,10 +90,25 @@ async def test_the_trace_command_prints_a_timeline(http_url, client):
     assert lines[1].split()[:3] == ["TIME", "QUEUE/PARTITION", "GROUP"]
     assert "a.step1/Default" in lines[2] and '{"note":"first"}' in lines[2]
     assert "a.step2/Default" in lines[3] and '{"note":"second"}' in lines[3]
-    missing = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "x",
-                                      "--url", "http://127.0.0.1:1"], capture_stdout=True,
+    unreachable = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "x",
+                                          "--url", "http://127.0.0.1:1"], capture_stdout=True,
+                                         capture_stderr=True, check=False)
+    assert unreachable.returncode == 6 and b"cannot reach" in unreachable.stderr
+
+
+async def test_the_trace_command_counts_in_the_singular_and_exits_4_on_an_empty_trace(
+        http_url, client):
+    await push(client, "solo", "x", txids=["t1"])
+    m = (await pop(client, "solo"))["messages"][0]
+    assert (await trace(client, m, {"note": "only"}, ["just-one"])).status_code == 201
+    one = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "just-one",
+                                  "--url", http_url], capture_stdout=True)
+    assert "trace 'just-one': 1 event on 1 message\n" in one.stdout.decode()
+    unknown = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "no-such",
+                                      "--url", http_url], capture_stdout=True,
                                      capture_stderr=True, check=False)
-    assert missing.returncode == 1 and b"cannot reach" in missing.stderr
+    assert unknown.returncode == 4
+    assert unknown.stdout.decode() == "trace 'no-such': no events\n"
 
 
 @pytest.mark.parametrize(("body", "status", "message"), [

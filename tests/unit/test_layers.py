@@ -33,7 +33,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 # Top-level modules that are not a folder of their own.
 TOP_LEVEL_ROOM = {
     "queen_trio": FOUNDATION, "errors": FOUNDATION, "wire": FOUNDATION,
-    "settings": FOUNDATION, "ids": FOUNDATION, "logs": FOUNDATION,
+    "settings": FOUNDATION, "ids": FOUNDATION, "logs": FOUNDATION, "exits": FOUNDATION,
     "broker": "broker", "cli": "entry", "__main__": "entry", "testing": "entry",
     "pytest_plugin": "entry",
 }
