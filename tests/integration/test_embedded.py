@@ -4,6 +4,7 @@ earlier data directories upgraded in place."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import stat
 from pathlib import Path
 
@@ -86,3 +87,20 @@ def test_a_data_directory_of_an_earlier_version_is_upgraded_in_place(tmp_path):
             ask(passwordless(server))
     finally:
         server.stop()
+
+
+def test_quick_restarts_keep_the_clusters_port(tmp_path):
+    """Each stop leaves the server's side of its connections in TIME_WAIT on the port; that
+    must not count as taken."""
+    server = EmbeddedPostgres(tmp_path / "data")
+    ports = []
+    for _ in range(5):
+        again = EmbeddedPostgres(tmp_path / "data")  # a new process would know only the files
+        again.start()
+        ports.append(again.port)
+        # A client connected while the server stops: the server closes first.
+        with socket.create_connection(("127.0.0.1", again.port)):
+            assert ask(again.url()) == "postgres"
+            again.stop()
+    assert ports == [ports[0]] * 5
+    assert (server.data_dir / "port").read_text().strip() == str(ports[0])

@@ -68,3 +68,27 @@ async def test_queue_encrypted_by_another_broker_is_repacked(database_url):
         stored = await stored_messages(a.db, "late")
     assert [m.frame.encrypted for m in stored] == [False, True]
     assert PayloadCipher(KEY).decrypt(stored[1].frame.payload) == PAYLOAD
+
+
+@pytest.mark.parametrize("key", [None, "abc"])
+async def test_configure_warns_when_encryption_is_asked_but_the_key_is_unusable(database_url,
+                                                                                key):
+    async with open_broker(make_settings(database_url, encryption_key=key), database_url) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            asked = await client.post("/api/v1/configure", json={
+                "queue": "wants-secrecy", "options": {"encryptionEnabled": True}})
+            plain = await client.post("/api/v1/configure", json={"queue": "open"})
+    assert asked.json()["warnings"] == [
+        "encryption key unusable: payloads are stored in plaintext"]
+    assert asked.json()["ignoredOptions"] == []
+    assert "warnings" not in plain.json()
+
+
+async def test_configure_does_not_warn_with_a_good_key(database_url):
+    async with open_broker(make_settings(database_url, encryption_key=KEY), database_url) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            r = await client.post("/api/v1/configure", json={
+                "queue": "secret", "options": {"encryptionEnabled": True}})
+    assert "warnings" not in r.json()

@@ -35,7 +35,8 @@ BAD_BODIES = [
     (b'{"items":[{"queue":"v","partition":"","payload":1}]}', "Partition name must not be empty"),
     (b'{"items":[{"queue":"v","transactionId":12,"payload":1}]}', "TransactionId must be a string"),
     (b'{"items":[{"queue":"v","transactionId":["a"],"payload":1}]}', "TransactionId must be a string"),
-    (b'{"items":[{"queue":"v","data":{"a":1}}]}', "payload is required"),
+    (b'{"items":[{"queue":"v","data":{"a":1}}]}', "payload is required (item 0): the field is "
+                                                   "named payload; data is what pops return"),
     (b'{"items":[' + GOOD.encode() + b',{"queue":"v"}]}', "payload is required (item 1)"),
     (b'{"items":[{"queue":"' + b"q" * 256 + b'","payload":1}]}', "at most 255"),
     (b'{"items":[{"queue":"v","transactionId":"' + b"t" * 256 + b'","payload":1}]}', "at most 255"),

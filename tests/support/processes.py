@@ -7,11 +7,17 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import attrs
 import httpx
 import trio
+
+# The variables that would point a broker at another database than the test means.
+DATABASE_VARIABLES = ("DATABASE_URL", "PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
 
 
 def free_port() -> int:
@@ -20,34 +26,74 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@asynccontextmanager
-async def broker_process(env: dict[str, str] | None = None,
-                         args: list[str] | None = None) -> AsyncIterator[tuple[str, subprocess.Popen]]:
-    port = free_port()
-    full_env = {k: v for k, v in os.environ.items()
-                if k not in ("DATABASE_URL", "PG_HOST", "PG_PORT", "PG_USER", "PG_DB")}
-    import tempfile
+def broker_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment without database variables, with a private spool, plus `env`."""
+    full = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
+    full["FILE_BUFFER_DIR"] = tempfile.mkdtemp(prefix="queen-spool-")
+    full.update(env or {})
+    return full
 
-    full_env["FILE_BUFFER_DIR"] = tempfile.mkdtemp(prefix="queen-spool-")
-    full_env.update(env or {})
-    cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1",
-           "--port", str(port), *(args or [])]
-    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+
+def serve_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "queen_trio", "serve", *args]
+
+
+@attrs.define
+class RunningBroker:
+    url: str
+    proc: subprocess.Popen
+    output_path: Path  # stdout and stderr, interleaved
+    final_output: str | None = None  # kept once the process is gone and its file removed
+
+    def output(self) -> str:
+        if self.final_output is not None:
+            return self.final_output
+        return self.output_path.read_text(errors="replace")
+
+    def keep_output(self) -> None:
+        self.final_output = self.output()
+        self.output_path.unlink(missing_ok=True)
+
+    async def wait_for_output(self, text: str, *, within: float = 60) -> None:
+        with trio.fail_after(within):
+            while text not in self.output():
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"broker exited {self.proc.returncode} before "
+                                         f"{text!r}:\n{self.output()}")
+                await trio.sleep(0.02)
+
+    async def wait_exit(self, *, within: float = 60) -> int:
+        with trio.fail_after(within):
+            while self.proc.poll() is None:
+                await trio.sleep(0.02)
+        return self.proc.returncode
+
+
+@asynccontextmanager
+async def running_broker(env: dict[str, str] | None = None,
+                         args: list[str] | None = None) -> AsyncIterator[RunningBroker]:
+    """A broker process, healthy; stopped with SIGTERM (then SIGKILL) on the way out."""
+    port = free_port()
+    fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
+    cmd = serve_command("--host", "127.0.0.1", "--port", str(port), *(args or []))
+    try:
+        proc = subprocess.Popen(cmd, env=broker_env(env), stdout=fd, stderr=subprocess.STDOUT)
+    finally:
+        os.close(fd)
+    broker = RunningBroker(f"http://127.0.0.1:{port}", proc, Path(output_name))
     try:
         async with httpx.AsyncClient() as client:
             with trio.fail_after(60):
                 while True:
                     if proc.poll() is not None:
-                        out = proc.stdout.read().decode() if proc.stdout else ""
-                        raise RuntimeError(f"broker exited {proc.returncode}: {out}")
+                        raise RuntimeError(f"broker exited {proc.returncode}: {broker.output()}")
                     try:
-                        if (await client.get(url + "/health")).status_code == 200:
+                        if (await client.get(broker.url + "/health")).status_code == 200:
                             break
                     except httpx.TransportError:
                         pass
                     await trio.sleep(0.1)
-        yield url, proc
+        yield broker
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -57,5 +103,21 @@ async def broker_process(env: dict[str, str] | None = None,
             if proc.poll() is None:
                 proc.kill()
         proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+        broker.keep_output()
+
+
+@asynccontextmanager
+async def broker_process(env: dict[str, str] | None = None,
+                         args: list[str] | None = None) -> AsyncIterator[tuple[str, subprocess.Popen]]:
+    async with running_broker(env, args) as broker:
+        yield broker.url, broker.proc
+
+
+async def refused_start(env: dict[str, str] | None = None,
+                        args: list[str] | None = None) -> subprocess.CompletedProcess:
+    """`serve` expected to refuse: its exit status and output (stdout and stderr apart). A
+    broker that starts after all is killed after 60 s (and the test then fails on its status)."""
+    with trio.move_on_after(60):
+        return await trio.run_process(serve_command(*(args or [])), env=broker_env(env),
+                                      capture_stdout=True, capture_stderr=True, check=False)
+    raise AssertionError("the broker started instead of refusing")

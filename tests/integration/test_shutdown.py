@@ -1,0 +1,149 @@
+"""Stopping is quick and quiet: long polls answer 204, a second signal exits at once in one line,
+an orphaned cluster is adopted, restarted with this broker's options and stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+
+import asyncpg
+import httpx
+import pytest
+import trio
+
+from queen_trio.storage.embedded import EmbeddedPostgres
+from tests.support.processes import running_broker
+
+# What an earlier queen-trio left in pg_hba.conf: initdb --auth=trust.
+TRUST_HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
+
+
+async def wait_parked(broker, count: int) -> None:
+    while broker.consumer.statistics().parked < count:
+        await trio.sleep(0.01)
+
+
+async def test_stopping_answers_parked_long_polls_204_and_parks_no_new_one(broker, client):
+    r = await client.post("/api/v1/configure", json={"queue": "idle"})
+    assert r.status_code == 200
+    replies: list[httpx.Response] = []
+
+    async def long_poll() -> None:
+        replies.append(await client.get("/api/v1/pop/queue/idle",
+                                        params={"wait": "true", "timeout": "3600000"}))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(long_poll)
+        await wait_parked(broker, 3)
+        broker.consumer.stop_waiting()
+    assert [r.status_code for r in replies] == [204, 204, 204]
+    # A long poll that arrives during shutdown does not park either; a plain pop still pops.
+    await client.post("/api/v1/push", json={"items": [{"queue": "idle", "payload": 1}]})
+    late = await client.get("/api/v1/pop/queue/idle", params={"wait": "true",
+                                                               "timeout": "3600000"})
+    assert late.status_code == 204
+    plain = await client.get("/api/v1/pop/queue/idle")
+    assert plain.status_code == 200 and plain.json()["messages"][0]["data"] == 1
+
+
+async def test_sigterm_answers_a_parked_long_poll_204_and_exits_0(database_url):
+    async with running_broker({"DATABASE_URL": database_url}) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+            await client.post("/api/v1/configure", json={"queue": "parked"})
+            reply: list[httpx.Response] = []
+
+            async def long_poll() -> None:
+                reply.append(await client.get("/api/v1/pop/queue/parked",
+                                              params={"wait": "true", "timeout": "60000"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(long_poll)
+                await trio.sleep(0.5)  # let it park (nothing is pushed, so it stays parked)
+                server.proc.send_signal(signal.SIGTERM)
+        assert reply[0].status_code == 204
+        assert await server.wait_exit() == 0
+        out = server.output()
+        assert "Traceback" not in out
+        assert '"msg":"queen-trio stopped"' in out
+
+
+def hold_a_request_open(url: str) -> socket.socket:
+    """A push whose body never finishes arriving: an in-flight request that keeps the broker
+    in its graceful shutdown, so that a second signal finds it there."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000\r\n\r\n{\"items\": [")
+    return sock
+
+
+def ask(url: str, query: str) -> object:
+    async def run() -> object:
+        conn = await asyncpg.connect(url, passfile="/nonexistent")
+        try:
+            return await conn.fetchval(query)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_to_adopt(
+        tmp_path):
+    data_dir = tmp_path / "data"
+    cluster = EmbeddedPostgres(data_dir)
+    async with running_broker(args=["--data-dir", str(data_dir)]) as first:
+        held = hold_a_request_open(first.url)
+        try:
+            first.proc.send_signal(signal.SIGINT)
+            await first.wait_for_output('"msg":"shutting down"')
+            first.proc.send_signal(signal.SIGINT)
+            assert await first.wait_exit() == 130
+        finally:
+            held.close()
+        out = first.output()
+    orphan = cluster.postmaster()
+    assert orphan is not None
+    assert "Traceback" not in out
+    last = out.strip().splitlines()[-1]
+    assert last == (f"queen-trio: second SIGINT: exiting now; the embedded PostgreSQL (pid "
+                    f"{orphan.pid}) was left running for the next start to adopt")
+
+    # Loosen the orphan as an earlier version would have left it: trust, no password.
+    password = cluster.password_file.read_text().strip()
+    (cluster.pgdata / "pg_hba.conf").write_text(TRUST_HBA)
+    admin = f"postgresql://postgres:{password}@127.0.0.1:{orphan.port}/postgres"
+    assert await trio.to_thread.run_sync(ask, admin, "SELECT pg_reload_conf()") is True
+    passwordless = f"postgresql://postgres@127.0.0.1:{orphan.port}/postgres"
+    assert await trio.to_thread.run_sync(ask, passwordless, "SELECT 1") == 1
+
+    async with running_broker(args=["--data-dir", str(data_dir)]) as second:
+        adopted = cluster.postmaster()
+        assert adopted is not None and adopted.pid != orphan.pid  # restarted ...
+        assert adopted.port == orphan.port  # ... on its port
+        assert "adopted the embedded PostgreSQL left running by an earlier broker" in (
+            second.output())
+        # ... with this broker's options: the door is locked again.
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await trio.to_thread.run_sync(ask, passwordless, "SELECT 1")
+        second.proc.send_signal(signal.SIGTERM)
+        assert await second.wait_exit() == 0
+    assert cluster.postmaster() is None  # and stopped at a clean shutdown
+
+
+async def test_a_second_sigterm_exits_143_in_one_line(database_url):
+    async with running_broker({"DATABASE_URL": database_url}) as server:
+        held = hold_a_request_open(server.url)
+        try:
+            server.proc.send_signal(signal.SIGTERM)
+            await server.wait_for_output('"msg":"shutting down"')
+            server.proc.send_signal(signal.SIGTERM)
+            assert await server.wait_exit() == 143
+        finally:
+            held.close()
+        out = server.output()
+    assert "Traceback" not in out
+    assert out.strip().splitlines()[-1] == (
+        "queen-trio: second SIGTERM: exiting now; no embedded PostgreSQL was running")

@@ -1,0 +1,63 @@
+"""Settings refuse what cannot work, naming the variable (or flag) and its value."""
+
+from __future__ import annotations
+
+import pytest
+
+from queen_trio.settings import ConfigError, Settings
+
+
+@pytest.mark.parametrize("raw", ["true", "TRUE", "1", " True "])
+def test_booleans_accept_true_and_1_in_any_case(raw: str) -> None:
+    assert Settings.from_env({"LOG_REQUESTS": raw}).log_requests is True
+
+
+@pytest.mark.parametrize("raw", ["false", "False", "0"])
+def test_booleans_accept_false_and_0(raw: str) -> None:
+    assert Settings.from_env({"LOG_REQUESTS": raw}).log_requests is False
+
+
+@pytest.mark.parametrize(("name", "raw"), [("JWT_ENABLED", "yes"), ("JWT_ENABLED", "on"),
+                                           ("JWT_ALLOW_NO_EXP", "y"), ("LOG_REQUESTS", "2")])
+def test_any_other_boolean_is_refused_never_read_as_off(name: str, raw: str) -> None:
+    with pytest.raises(ConfigError, match=f"{name}='{raw}' is not a boolean"):
+        Settings.from_env({name: raw})
+
+
+def test_log_level_and_format() -> None:
+    assert Settings.from_env({}).log_level == "info"
+    assert Settings.from_env({"LOG_LEVEL": "DEBUG"}).log_level == "debug"
+    assert Settings.from_env({"LOG_FORMAT": "Text"}).log_format == "text"
+    assert Settings.from_env({}).log_format is None
+    with pytest.raises(ConfigError, match="LOG_LEVEL='chatty' is not a log level"):
+        Settings.from_env({"LOG_LEVEL": "chatty"})
+    with pytest.raises(ConfigError, match="--log-level='chatty'"):
+        Settings.from_env({"LOG_LEVEL": "debug"}, log_level="chatty")
+
+
+@pytest.mark.parametrize(("env", "flag", "named"), [
+    ({"DATABASE_URL": "mysql://db/q"}, None, "DATABASE_URL='mysql://db/q' is not a PostgreSQL"),
+    ({"DATABASE_URL": "postgresql://u:pw@db:port/q"}, None, "does not parse"),
+    ({"DATABASE_URL": "postgresql:///q"}, None, "names no host"),
+    ({"PG_HOST": "db", "PG_PORT": "x"}, None, "PG_PORT='x'"),
+    ({}, "sqlite:///q.db", "--database-url='sqlite:///q.db'"),
+])
+def test_database_urls_that_cannot_work_are_refused(env, flag, named) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env, database_url=flag)
+    assert named in str(caught.value)
+    assert ":pw@" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:pw@db:5432/q", "postgres://db/q",
+                                 "postgresql://u@h1:5432,h2:5433/q",
+                                 "postgresql:///q?host=/var/run/postgresql"])
+def test_database_urls_that_can_work_pass(url: str) -> None:
+    assert Settings.from_env({"DATABASE_URL": url}).database_url == url
+
+
+def test_a_flag_is_named_when_it_is_the_source() -> None:
+    with pytest.raises(ConfigError, match="--port=0 is out of range"):
+        Settings.from_env({"PORT": "7000"}, port=0)
+    with pytest.raises(ConfigError, match="PORT=70000 is out of range"):
+        Settings.from_env({"PORT": "70000"})
