@@ -80,14 +80,17 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
 
     lane = PushLane(commit, shards=settings.push_shards,
                     tick_seconds=settings.fusion_hold_ms / 1000,
-                    idle_seconds=settings.flush_idle_seconds, on_commit=wakeups.notify)
-    publisher = Publisher(lane, queues, cipher, spool)
+                    idle_seconds=settings.flush_idle_seconds, on_commit=wakeups.notify,
+                    deadline_seconds=settings.call_deadline_seconds)
+    publisher = Publisher(lane, queues, cipher, spool,
+                          max_pending_bytes=settings.max_pending_bytes)
     return Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
         listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
         publisher=publisher,
         # Acks and claims fuse their database calls like the push lane (consume/fusion.py).
-        consumer=Consumer(db, cipher, wakeups, settings), ack_lane=AckLane(db, wakeups),
+        consumer=Consumer(db, cipher, wakeups, settings),
+        ack_lane=AckLane(db, wakeups, deadline_seconds=settings.call_deadline_seconds),
         transactions=TransactionRunner(db, publisher, queues, wakeups),
         reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                      interval=settings.partition_cleanup_interval_seconds),

@@ -30,5 +30,13 @@ class DatabaseUnavailable(QueenError):
         super().__init__(f"database connection unavailable: {cause}")
 
 
+class Overloaded(QueenError):
+    """The broker has more in hand than its bounds allow (memory waiting to be written, the
+    connection pool): a 503 with Retry-After. Never spooled: the client should come back."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"broker overloaded: {what}")
+
+
 class ConfigError(QueenError):
     """The configuration cannot be used; the message names the variable and the cause."""

@@ -166,6 +166,8 @@ class Settings:
     push_shards: int = 4
     flush_idle_seconds: float = 10.0
     max_body_bytes: int = 16 * 1024 * 1024
+    # Push bytes waiting in memory for their commit; past it a push is refused (503).
+    max_pending_bytes: int = 256 * 1024 * 1024
     encryption_key: str | None = None
     partition_cleanup_days: int = 30
     partition_cleanup_interval_seconds: float = 3600.0
@@ -227,6 +229,7 @@ class Settings:
         take("QUEEN_V2_FUSION_HOLD_MS", "fusion_hold_ms", float)
         take("QUEEN_PUSH_SHARDS", "push_shards", int)
         take("QUEEN_MAX_BODY_BYTES", "max_body_bytes", int)
+        take("QUEEN_MAX_PENDING_BYTES", "max_pending_bytes", int)
         take("QUEEN_ENCRYPTION_KEY", "encryption_key")
         take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
         take("RETENTION_INTERVAL", "retention_interval_seconds", milliseconds)
@@ -301,6 +304,8 @@ class Settings:
             raise ConfigError("RETENTION_INTERVAL and RETENTION_BATCH_SIZE must be positive")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
+        if self.max_pending_bytes < 1:
+            raise ConfigError("QUEEN_MAX_PENDING_BYTES must be positive")
 
 
 def milliseconds(text: str) -> float:

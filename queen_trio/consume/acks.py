@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -75,10 +76,11 @@ class AckLane:
     results never depend on its neighbours beyond the order the database applies them in
     (partition id, then offset), which is a valid serial order."""
 
-    def __init__(self, db: Database, wakeups: WakeRegistry) -> None:
+    def __init__(self, db: Database, wakeups: WakeRegistry, *,
+                 deadline_seconds: float = math.inf) -> None:
         self._db = db
         self._wakeups = wakeups
-        self.fusion = CallFusion[_AckRequest](self._call)
+        self.fusion = CallFusion[_AckRequest](self._call, deadline_seconds=deadline_seconds)
 
     def statistics(self) -> FusionStatistics:
         return self.fusion.statistics()

@@ -15,7 +15,11 @@ from typing import Generic, TypeVar
 import attrs
 import trio
 
-from ..storage.database import is_connection_failure
+from ..errors import DatabaseUnavailable, Overloaded
+from ..storage.database import is_connection_failure, is_overload
+
+# Requests that may wait for the next call of one fusion; past it a request is refused (503).
+MAX_WAITING = 10_000
 
 
 @attrs.define(eq=False)
@@ -45,12 +49,15 @@ class _Counters:
 
 
 class CallFusion(Generic[R]):
-    def __init__(self, call: Callable[[list[R]], Awaitable[None]], *, callers: int = 2) -> None:
+    def __init__(self, call: Callable[[list[R]], Awaitable[None]], *, callers: int = 2,
+                 max_waiting: int = MAX_WAITING, deadline_seconds: float = math.inf) -> None:
         """`call(batch)` runs one database call for the batch and fills in every request's
-        outcome; it raises when the call failed."""
+        outcome; it raises when the call failed. A started call is shielded from
+        cancellation but not from `deadline_seconds`."""
         self._call = call
         self._callers = callers
-        self._send, self._receive = trio.open_memory_channel[R](math.inf)
+        self._deadline = deadline_seconds
+        self._send, self._receive = trio.open_memory_channel[R](max_waiting)
         self._counters = _Counters()
 
     def statistics(self) -> FusionStatistics:
@@ -59,9 +66,15 @@ class CallFusion(Generic[R]):
                                 waiting=self._receive.statistics().current_buffer_used)
 
     async def submit(self, request: R) -> None:
+        try:
+            self._send.send_nowait(request)
+        except trio.WouldBlock:
+            raise Overloaded("too many requests waiting for the database") from None
         self._counters.requests += 1
-        self._send.send_nowait(request)
-        await request.done.wait()
+        # Once queued, the request is answered whatever happens to its caller: its call is
+        # bounded by the deadline, and leaving early would orphan what the call does.
+        with trio.CancelScope(shield=True):
+            await request.done.wait()
         if request.failure is not None:
             raise request.failure
 
@@ -79,16 +92,23 @@ class CallFusion(Generic[R]):
                     batch.append(self._receive.receive_nowait())
                 except trio.WouldBlock:
                     break
-            # A started call is never cancelled: it lands or fails whole.
-            with trio.CancelScope(shield=True):
+            # A started call is never cancelled: it lands or fails whole, within its deadline.
+            with trio.CancelScope(shield=True) as scope:
+                scope.deadline = trio.current_time() + self._deadline
                 await self.dispatch(batch)
+            if scope.cancelled_caught:
+                for request in batch:
+                    if not request.done.is_set():
+                        request.failure = DatabaseUnavailable("the call took longer than its "
+                                                              "deadline")
+                        request.done.set()
 
     async def dispatch(self, batch: list[R]) -> None:
         try:
             await self._call(batch)
             self._counters.calls += 1
         except Exception as exc:
-            if len(batch) > 1 and not is_connection_failure(exc):
+            if len(batch) > 1 and not (is_connection_failure(exc) or is_overload(exc)):
                 self._counters.splits += 1
                 for request in batch:
                     await self.dispatch([request])

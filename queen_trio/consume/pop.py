@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import attrs
@@ -27,6 +28,8 @@ log = logging.getLogger("queen_trio.pop")
 MAX_BATCH = 10_000
 MAX_PARTITIONS = 1_000
 MAX_TIMEOUT_MS = 3_600_000
+# How many (queue, group) pairs the consumer remembers as joined (least recently used go).
+MAX_JOINED_GROUPS = 10_000
 
 _START_MODES = {"": "all", "all": "all", "from_beginning": "all",
                 "new": "new", "new-only": "new", "now": "new"}
@@ -150,20 +153,28 @@ class _ClaimRequest(Fusable):
 
 class Consumer:
     def __init__(self, db: Database, cipher: PayloadCipher, wakeups: WakeRegistry,
-                 settings: Settings) -> None:
+                 settings: Settings, *, max_joined: int = MAX_JOINED_GROUPS) -> None:
         self._db = db
+        self._max_joined = max_joined
         self._cipher = cipher
         self._wakeups = wakeups
         self._settings = settings
         # Claims of groups that joined their queue share pop_many calls; a group's first
         # contact (it may lock the queue row to join) goes alone through pop_claim.
-        self.claims = CallFusion[_ClaimRequest](self._claim_many)
-        self._joined: set[tuple[str | None, str]] = set()
+        self.claims = CallFusion[_ClaimRequest](
+            self._claim_many, deadline_seconds=settings.call_deadline_seconds)
+        # (queue, group) pairs known to have joined, least recently used first.
+        self._joined: OrderedDict[tuple[str | None, str], None] = OrderedDict()
         self._undecodable = 0
         self._released = 0
         # Shutdown: parked long polls answer 204 at once, and new ones do not park.
         self._stopping = False
         self._parked: set[trio.CancelScope] = set()
+
+    def forget_queue(self, queue: str) -> None:
+        """The queue was deleted: its groups join again if it comes back."""
+        for key in [key for key in self._joined if key[0] == queue]:
+            del self._joined[key]
 
     def statistics(self) -> ConsumerStatistics:
         return ConsumerStatistics(joined_groups=len(self._joined),
@@ -220,6 +231,7 @@ class Consumer:
         joined the queue; alone (pop_claim, or pop_namespace) otherwise."""
         key = (req.queue, req.group)
         if req.queue is not None and key in self._joined:
+            self._joined.move_to_end(key)
             request = _ClaimRequest(req, lease_id, gone)
             await self.claims.submit(request)
             return request.decoded or _Decoded()
@@ -242,7 +254,9 @@ class Consumer:
         decoded = await self._db.call(work)
         if req.queue is not None and decoded.found:
             # The queue exists, so the group has joined it.
-            self._joined.add(key)
+            self._joined[key] = None
+            if len(self._joined) > self._max_joined:
+                self._joined.popitem(last=False)
         return decoded
 
     async def _deliverable(self, conn: Any, req: PopRequest, lease_id: Any,
@@ -401,40 +415,48 @@ class Consumer:
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
         while not gone.is_set():
-            wake = self._wakeups.event(req.queue)
-            lease_id = ids.new_id()
-            # A claim lands or fails whole: cancelling its caller never strands it.
-            with trio.CancelScope(shield=True) as claiming:
-                claiming.deadline = trio.current_time() + self._settings.call_deadline_seconds
-                decoded = await self._claim(req, lease_id, gone)
-                delivery = self._reply(req, lease_id, decoded)
-                if delivery is not None and gone.is_set():
-                    await self.release(delivery)
+            with self._wakeups.watch(req.queue) as wake:
+                delivery, decoded = await self._attempt(req, gone)
+                if delivery is None and decoded.dead_lettered:
+                    continue  # dead letters moved the cursor: look again at once
+                if delivery is not None or not req.wait or self._stopping:
+                    return delivery
+                now = trio.current_time()
+                if now >= deadline:
                     return None
-            if claiming.cancelled_caught:
-                raise DatabaseUnavailable("the claim took longer than its deadline")
-            if delivery is None and decoded.dead_lettered:
-                continue  # dead letters moved the cursor: look again at once
-            if delivery is not None or not req.wait or self._stopping:
-                return delivery
-            now = trio.current_time()
-            if now >= deadline:
-                return None
-            empty_checks += 1
-            park = self._backoff_seconds(empty_checks)
-            if decoded.next_check is not None:
-                until = (decoded.next_check - dt.datetime.now(dt.timezone.utc)).total_seconds()
-                # Wake exactly at the earliest deadline; the SQL cut decides, never this timer.
-                park = min(park, max(until + 0.001, 0.0))
-            with trio.move_on_at(min(deadline, now + park)) as parked:
-                self._parked.add(parked)
-                try:
-                    await wake.wait()
-                finally:
-                    self._parked.discard(parked)
+                empty_checks += 1
+                park = self._backoff_seconds(empty_checks)
+                if decoded.next_check is not None:
+                    until = (decoded.next_check - dt.datetime.now(dt.timezone.utc)
+                             ).total_seconds()
+                    # Wake exactly at the earliest deadline; the SQL cut decides, never this
+                    # timer.
+                    park = min(park, max(until + 0.001, 0.0))
+                with trio.move_on_at(min(deadline, now + park)) as parked:
+                    self._parked.add(parked)
+                    try:
+                        await wake.wait()
+                    finally:
+                        self._parked.discard(parked)
             if self._stopping:
                 return None
         return None
+
+    async def _attempt(self, req: PopRequest, gone: trio.Event
+                       ) -> tuple[Delivery | None, _Decoded]:
+        """One look: claim, decode, answer. A claim lands or fails whole: cancelling its
+        caller never strands it, and one that lands after a hang-up is given back."""
+        lease_id = ids.new_id()
+        with trio.CancelScope(shield=True) as claiming:
+            claiming.deadline = trio.current_time() + self._settings.call_deadline_seconds
+            decoded = await self._claim(req, lease_id, gone)
+            delivery = self._reply(req, lease_id, decoded)
+            if delivery is not None and gone.is_set():
+                await self.release(delivery)
+                delivery = None
+        if claiming.cancelled_caught:
+            raise DatabaseUnavailable("the claim took longer than its deadline")
+        return delivery, decoded
 
     async def release(self, delivery: Delivery) -> None:
         """Give back a delivery that never reached its consumer: shielded, under a deadline,

@@ -8,6 +8,8 @@ costs latency, never a message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
@@ -22,7 +24,7 @@ CHANNEL = "queen_push"
 
 @attrs.frozen
 class WakeStatistics:
-    watched_queues: int  # queues with an event armed
+    watched_queues: int  # queues that a waiter is watching right now
     notifications: int   # wake-ups delivered (local commits and NOTIFY)
 
 
@@ -34,24 +36,38 @@ class ListenerStatistics:
 
 
 class WakeRegistry:
-    """One event per queue (and one for any queue); `notify` sets it and arms a fresh one."""
+    """One event per queue that someone is waiting on (and one for any queue); `notify` sets
+    it and the next waiter arms a fresh one. An event lives only while someone watches it."""
 
     def __init__(self) -> None:
         self._events: dict[str, trio.Event] = {}
+        self._watchers: dict[str, int] = {}
         self._any = trio.Event()
         self._notifications = 0
 
     def statistics(self) -> WakeStatistics:
         return WakeStatistics(watched_queues=len(self._events), notifications=self._notifications)
 
-    def event(self, queue: str | None) -> trio.Event:
-        """The event a waiter should capture before it looks (None: any queue)."""
+    @contextmanager
+    def watch(self, queue: str | None) -> Iterator[trio.Event]:
+        """The event a waiter should capture before it looks (None: any queue), held for as
+        long as the block runs."""
         if queue is None:
-            return self._any
+            yield self._any
+            return
         event = self._events.get(queue)
         if event is None:
             event = self._events[queue] = trio.Event()
-        return event
+        self._watchers[queue] = self._watchers.get(queue, 0) + 1
+        try:
+            yield event
+        finally:
+            left = self._watchers[queue] - 1
+            if left:
+                self._watchers[queue] = left
+            else:
+                del self._watchers[queue]
+                self._events.pop(queue, None)
 
     def notify(self, queue: str) -> None:
         self._notifications += 1

@@ -44,6 +44,10 @@ class PackedGroup:
     def assumptions(self) -> tuple[bool, bool]:
         return (self.encrypted_assumed, self.dedup)
 
+    @property
+    def nbytes(self) -> int:
+        return sum(len(f) for f in self.frames)
+
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self.done.set()

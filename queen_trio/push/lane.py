@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable
-from ..storage.database import is_connection_failure
+from ..storage.database import is_connection_failure, is_overload
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
 
@@ -53,6 +53,7 @@ class LaneClosed(Exception):
 @attrs.frozen
 class LaneStatistics:
     active_flushers: int
+    pending_bytes: int  # frame bytes accepted and not settled yet (QUEEN_MAX_PENDING_BYTES)
     segments: int
     bundles: int
     fused_groups: int
@@ -73,8 +74,10 @@ class ShardCommitter:
     """Bundles the ready segments of its shard into one transaction; one bundle in flight."""
 
     def __init__(self, commit: CommitBundle, counters: _Counters, tick_seconds: float,
-                 on_commit: Callable[[str], None] = lambda queue: None) -> None:
+                 on_commit: Callable[[str], None] = lambda queue: None,
+                 deadline_seconds: float = math.inf) -> None:
         self._commit_bundle = commit
+        self._deadline = deadline_seconds
         self._counters = counters
         self._on_commit = on_commit
         self._tick = tick_seconds
@@ -103,15 +106,28 @@ class ShardCommitter:
                     if not bundle:
                         continue
                     bundle.extend(_drain(self._receive))
-                # A started flush is never cancelled: it lands or fails whole.
-                with trio.CancelScope(shield=True):
+                # A started flush is never cancelled: it lands or fails whole, within its
+                # deadline. Past it the outcome is unknown: the spool takes the segments, and
+                # its replay finds what did land (push/spool.py).
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + self._deadline
                     await self._commit(bundle)
+                if scope.cancelled_caught:
+                    for seg in bundle:
+                        if not seg.done.is_set():
+                            seg.finish(Outcome.UNAVAILABLE, str(DatabaseUnavailable(
+                                "the commit took longer than its deadline")))
 
     async def _commit(self, bundle: list[Segment]) -> None:
         try:
             await self._commit_once(bundle)
             return
         except Exception as exc:
+            if is_overload(exc):
+                # Nothing was written: the client comes back (never spooled).
+                for seg in bundle:
+                    seg.finish(Outcome.OVERLOADED, str(exc))
+                return
             if is_connection_failure(exc):
                 for seg in bundle:
                     seg.finish(Outcome.UNAVAILABLE, str(DatabaseUnavailable(exc)))
@@ -190,10 +206,10 @@ class PartitionFlusher:
                 for packed in run:
                     alone = Segment.fuse([packed])
                     await self._send_segment(alone)
-                    packed.finish(alone.outcome)
+                    self._lane._settle(packed, alone.outcome)
                 continue
             for packed in run:
-                packed.finish(segment.outcome)
+                self._lane._settle(packed, segment.outcome)
 
     async def _send_segment(self, segment: Segment) -> None:
         if not segment.writers:
@@ -207,12 +223,16 @@ class PartitionFlusher:
 class PushLane:
     def __init__(self, commit: CommitBundle, *, shards: int, tick_seconds: float,
                  idle_seconds: float,
-                 on_commit: Callable[[str], None] = lambda queue: None) -> None:
+                 on_commit: Callable[[str], None] = lambda queue: None,
+                 deadline_seconds: float = math.inf) -> None:
         self._counters = _Counters()
-        self._shards = [ShardCommitter(commit, self._counters, tick_seconds, on_commit)
+        self._shards = [ShardCommitter(commit, self._counters, tick_seconds, on_commit,
+                                       deadline_seconds)
                         for _ in range(shards)]
         self.idle_seconds = idle_seconds
         self._flushers: dict[tuple[str, str], PartitionFlusher] = {}
+        # Frame bytes handed to the lane and not settled yet: what a push waits behind.
+        self.pending_bytes = 0
         self._nursery: trio.Nursery | None = None
         self._closing = trio.Event()
         self._closed = trio.Event()
@@ -220,7 +240,8 @@ class PushLane:
     def statistics(self) -> LaneStatistics:
         c = self._counters
         return LaneStatistics(
-            active_flushers=len(self._flushers), segments=c.segments, bundles=c.bundles,
+            active_flushers=len(self._flushers), pending_bytes=self.pending_bytes,
+            segments=c.segments, bundles=c.bundles,
             fused_groups=c.fused_groups, bundle_splits=c.bundle_splits,
             failed_segments=c.failed_segments,
         )
@@ -261,6 +282,11 @@ class PushLane:
             flusher = self._flushers[key] = PartitionFlusher(self, key, shard)
             self._nursery.start_soon(flusher.run)
         flusher.send.send_nowait(packed)
+        self.pending_bytes += packed.nbytes
+
+    def _settle(self, packed: PackedGroup, outcome: Outcome) -> None:
+        self.pending_bytes -= packed.nbytes
+        packed.finish(outcome)
 
     def _retire(self, flusher: PartitionFlusher) -> None:
         if self._flushers.get(flusher.key) is flusher:

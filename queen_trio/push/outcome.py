@@ -24,6 +24,7 @@ class Outcome(enum.Enum):
     STALE = ("stale", "failed")                  # packed under outdated queue options: repack
     FULL = ("full", "failed")                    # the queue's maxSize refused the group
     UNAVAILABLE = ("unavailable", "failed")      # the database could not be reached
+    OVERLOADED = ("overloaded", "failed")        # the broker's bounds refused it: come back
     FAILED = ("failed", "failed")                # anything else that kept the group out
 
     def __new__(cls, value: str, wire: str) -> Outcome:
@@ -35,11 +36,12 @@ class Outcome(enum.Enum):
 
 def http_status(outcomes: Iterable[Outcome]) -> int:
     """201 when nothing failed; 429 when only full queues did; 503 when the database is
-    unreachable (and nothing worse failed); 500 otherwise (DECISIONS: Push)."""
+    unreachable or the broker overloaded (and nothing worse failed); 500 otherwise
+    (DECISIONS: Push)."""
     seen = set(outcomes)
     if seen & {Outcome.FAILED, Outcome.STALE, Outcome.PENDING}:
         return 500
-    if Outcome.UNAVAILABLE in seen:
+    if seen & {Outcome.UNAVAILABLE, Outcome.OVERLOADED}:
         return 503
     if Outcome.FULL in seen:
         return 429

@@ -18,8 +18,10 @@ log = logging.getLogger("queen_trio.publisher")
 
 class Publisher:
     def __init__(self, lane: PushLane, queues: Queues, cipher: PayloadCipher,
-                 spool: Spool | None = None) -> None:
+                 spool: Spool | None = None, *, max_pending_bytes: int = 256 * 1024 * 1024
+                 ) -> None:
         self._lane = lane
+        self._max_pending_bytes = max_pending_bytes
         self._queues = queues
         self._cipher = cipher
         self._spool = spool
@@ -27,6 +29,12 @@ class Publisher:
 
     async def push(self, items: list[PushItem], producer_sub: str | None) -> tuple[int, list[Any]]:
         """Commit every group; return (HTTP status, per-item results in request order)."""
+        weight = sum(len(item.payload) for item in items)
+        if self._lane.pending_bytes + weight > self._max_pending_bytes:
+            # The lane holds too much already: store nothing, the client comes back.
+            for item in items:
+                item.settle(Outcome.OVERLOADED, "broker overloaded")
+            return http_status([Outcome.OVERLOADED]), [item.result() for item in items]
         pending: list[Group] = []
         to_spool: list[Group] = []
         for group in group_items(items):

@@ -20,7 +20,7 @@ import attrs
 import trio
 import trio_asyncio
 
-from ..errors import DatabaseUnavailable
+from ..errors import DatabaseUnavailable, Overloaded
 from .sql import Q, Query, migrations
 
 log = logging.getLogger("queen_trio.database")
@@ -33,6 +33,11 @@ MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations acr
 # SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
 # statement is wrong" (DECISIONS: Spool).
 _UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
+
+
+def is_overload(exc: BaseException) -> bool:
+    """The broker's own bounds refused the call (the pool had no connection free)."""
+    return isinstance(exc, Overloaded)
 
 
 def is_connection_failure(exc: BaseException) -> bool:
@@ -69,8 +74,10 @@ class _Counters:
 class Database:
     """An open pool. Use `open_database`; every method must run inside its trio-asyncio loop."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str, loop: trio_asyncio.TrioEventLoop) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, loop: trio_asyncio.TrioEventLoop, *,
+                 acquire_timeout: float | None = None) -> None:
         self._pool = pool
+        self._acquire_timeout = acquire_timeout
         # Kept explicitly (not taken from the context), so any task of the trio run may call.
         self._loop = loop
         self.url = url
@@ -138,7 +145,14 @@ class Database:
 
     async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         try:
-            conn = await self._pool.acquire()
+            conn = await self._pool.acquire(timeout=self._acquire_timeout)
+        except asyncio.TimeoutError as exc:
+            pool = self._pool
+            if pool.get_size() >= pool.get_max_size() and pool.get_idle_size() == 0:
+                # Every connection is busy: the broker is behind, the database is fine.
+                raise Overloaded(f"no database connection free within {self._acquire_timeout} s "
+                                 f"(DB_POOL_SIZE {pool.get_max_size()})") from exc
+            raise DatabaseUnavailable(exc) from exc
         except Exception as exc:
             # Whatever stops us from getting a connection (refused, shutting down, not
             # accepting connections) means the database is unavailable, not a bad statement.
@@ -259,7 +273,8 @@ async def open_database(
             )
 
         pool = await trio_asyncio.aio_as_trio(create)()
-        db = Database(pool, url, loop)
+        # Waiting for a free connection is bounded like opening one (DB_CONNECTION_TIMEOUT).
+        db = Database(pool, url, loop, acquire_timeout=connect_timeout_ms / 1000)
         try:
             async with trio.open_nursery() as nursery:
                 if apply_migrations:

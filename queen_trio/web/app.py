@@ -15,7 +15,8 @@ from urllib.parse import parse_qsl, unquote
 import attrs
 import trio
 
-from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, QueenError
+from .. import wire
+from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
 from .access import access_log, log_request
 from .auth import Authenticator
 from .http import CORS_HEADERS, HTTPError, Request, Response, error_response
@@ -28,7 +29,11 @@ STATUS_OF: dict[type[QueenError], int] = {
     NotFound: 404,
     Conflict: 409,
     DatabaseUnavailable: 503,
+    Overloaded: 503,
 }
+
+# Query parameters that carry a name: capped like every name (wire.name), on every route.
+NAME_PARAMETERS = ("queue", "partition", "consumerGroup", "namespace", "task", "traceName")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -149,6 +154,7 @@ class App:
             body = await self._read_body(headers, receive, gone)
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
                                    keep_blank_values=True))
+            _check_parameters(params, query)
             request = Request(method, path, params, query, headers, body, subject, gone)
             if route.watch_disconnect:
                 watch()
@@ -164,7 +170,10 @@ class App:
         except QueenError as exc:
             status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)),
                           500)
-            return error_response(status, str(exc))
+            response = error_response(status, str(exc))
+            if isinstance(exc, Overloaded):
+                response.headers.append((b"retry-after", b"1"))
+            return response
         except Exception as exc:
             log.exception("request failed", extra={"method": method, "path": path})
             return error_response(500, f"internal error: {type(exc).__name__}")
@@ -189,6 +198,18 @@ class App:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:
+    """Every path parameter is a name or an id, and no parameter may carry a NUL: a 400
+    naming it, before any handler runs."""
+    for key, value in params.items():
+        wire.name(value, key)
+    for key, value in query.items():
+        if key in NAME_PARAMETERS:
+            wire.name(value, key)
+        elif "\x00" in value:
+            raise BadRequest(f"{key} must not contain NUL characters")
 
 
 class _Undelivered(Exception):

@@ -87,8 +87,9 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
         response.items = len(items)
         queues = {item.queue for item in items}
         response.queue = queues.pop() if len(queues) == 1 else None
-        if status == 429:
-            # The clients back off on Retry-After; consumers free the space.
+        if status in (429, 503):
+            # The clients back off on Retry-After: consumers free the space, the broker
+            # catches up, the database comes back.
             response.headers.append((b"retry-after", b"1"))
         return response
 
@@ -142,7 +143,9 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
 
     async def remove_queue(request: Request) -> Response:
         name = wire.name(request.params["queue"], "queue")
-        return json_response(200, await broker.queues.delete(name))
+        reply = await broker.queues.delete(name)
+        broker.consumer.forget_queue(name)
+        return json_response(200, reply)
 
     async def transaction(request: Request) -> Response:
         ops, leases = parse_transaction(request.body)
