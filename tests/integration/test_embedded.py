@@ -3,7 +3,6 @@ earlier data directories upgraded in place."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import stat
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 import trio
 
 from queen_trio.storage.embedded import EmbeddedPostgres
+from tests.support.db import query_once as ask
 from tests.support.processes import broker_process
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -20,19 +20,6 @@ KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 TRUST_HBA = ("local all all trust\n"
              "host all all 127.0.0.1/32 trust\n"
              "host all all ::1/128 trust\n")
-
-
-def ask(url: str, query: str = "SELECT current_user") -> object:
-    """One query on a fresh connection (asyncio, from a worker thread or a sync test)."""
-
-    async def run() -> object:
-        conn = await asyncpg.connect(url, passfile="/nonexistent")
-        try:
-            return await conn.fetchval(query)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
 
 
 def passwordless(server: EmbeddedPostgres) -> str:

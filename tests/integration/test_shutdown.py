@@ -3,7 +3,6 @@ an orphaned cluster is adopted, restarted with this broker's options and stopped
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 
@@ -13,6 +12,7 @@ import pytest
 import trio
 
 from queen_trio.storage.embedded import EmbeddedPostgres
+from tests.support.db import query_once as ask
 from tests.support.processes import running_broker
 
 # What an earlier queen-trio left in pg_hba.conf: initdb --auth=trust.
@@ -79,15 +79,20 @@ def hold_a_request_open(url: str) -> socket.socket:
     return sock
 
 
-def ask(url: str, query: str) -> object:
-    async def run() -> object:
-        conn = await asyncpg.connect(url, passfile="/nonexistent")
-        try:
-            return await conn.fetchval(query)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
+async def signal_twice(server, signum: int) -> str:
+    """The first signal, then (while a held request keeps the broker in its graceful
+    shutdown) the second: the exit status must be 128 + signum; the output is returned."""
+    held = hold_a_request_open(server.url)
+    try:
+        server.proc.send_signal(signum)
+        await server.wait_for_output('"msg":"shutting down"')
+        server.proc.send_signal(signum)
+        assert await server.wait_exit() == 128 + signum
+    finally:
+        held.close()
+    out = server.output()
+    assert "Traceback" not in out
+    return out
 
 
 async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_to_adopt(
@@ -95,18 +100,9 @@ async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_
     data_dir = tmp_path / "data"
     cluster = EmbeddedPostgres(data_dir)
     async with running_broker(args=["--data-dir", str(data_dir)]) as first:
-        held = hold_a_request_open(first.url)
-        try:
-            first.proc.send_signal(signal.SIGINT)
-            await first.wait_for_output('"msg":"shutting down"')
-            first.proc.send_signal(signal.SIGINT)
-            assert await first.wait_exit() == 130
-        finally:
-            held.close()
-        out = first.output()
+        out = await signal_twice(first, signal.SIGINT)
     orphan = cluster.postmaster()
     assert orphan is not None
-    assert "Traceback" not in out
     last = out.strip().splitlines()[-1]
     assert last == (f"queen-trio: second SIGINT: exiting now; the embedded PostgreSQL (pid "
                     f"{orphan.pid}) was left running for the next start to adopt")
@@ -135,15 +131,6 @@ async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_
 
 async def test_a_second_sigterm_exits_143_in_one_line(database_url):
     async with running_broker({"DATABASE_URL": database_url}) as server:
-        held = hold_a_request_open(server.url)
-        try:
-            server.proc.send_signal(signal.SIGTERM)
-            await server.wait_for_output('"msg":"shutting down"')
-            server.proc.send_signal(signal.SIGTERM)
-            assert await server.wait_exit() == 143
-        finally:
-            held.close()
-        out = server.output()
-    assert "Traceback" not in out
+        out = await signal_twice(server, signal.SIGTERM)
     assert out.strip().splitlines()[-1] == (
         "queen-trio: second SIGTERM: exiting now; no embedded PostgreSQL was running")
