@@ -20,11 +20,14 @@ from .errors import BadRequest
 # A queue-mode consumer is this group (`consumerGroup` absent or empty).
 QUEUE_MODE = "__QUEUE_MODE__"
 MAX_NAME_LENGTH = 255
+# Arrays and objects nest at most this deep in any request body, payloads included.
+MAX_JSON_DEPTH = 128
 INT32_MAX = 2**31 - 1
 
 _ANY_JSON = msgspec.json.Decoder()
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 _INTEGER = re.compile(r"-?\d+")
+_STRUCTURE = re.compile(rb'[\[\]{}"\\]')
 
 
 # -- JSON bodies -------------------------------------------------------------------------------
@@ -44,18 +47,47 @@ def _describe_decode_error(exc: msgspec.DecodeError) -> str:
     return f"Invalid JSON: {text}"
 
 
+def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+    """BadRequest when arrays and objects nest deeper than `limit`, strings aside. Counting
+    brackets first keeps the common body from a scan in Python."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return
+    depth, in_string, escaped = 0, False, -1
+    for match in _STRUCTURE.finditer(body):
+        at = match.start()
+        if at == escaped:
+            continue
+        char = body[at]
+        if in_string:
+            if char == 0x5C:  # a backslash: the next character is escaped
+                escaped = at + 1
+            elif char == 0x22:
+                in_string = False
+        elif char == 0x22:
+            in_string = True
+        elif char in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                raise BadRequest(f"Invalid JSON: nested deeper than {limit} levels")
+        elif char in (0x5D, 0x7D):
+            depth -= 1
+
+
 def decode_strict(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     """Decode a request body: BadRequest for an empty body or anything but strict JSON.
     A ValidationError (well-formed JSON of the wrong shape) is the caller's to word."""
     if not body.strip():
         raise BadRequest("Empty request body")
     _check_utf8(body)
+    check_depth(body)
     try:
         return decoder.decode(body)
     except msgspec.ValidationError:
         raise
     except msgspec.DecodeError as exc:
         raise BadRequest(_describe_decode_error(exc)) from None
+    except RecursionError:
+        raise BadRequest(f"Invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels") from None
 
 
 def decode_object(body: bytes) -> Any:
@@ -79,6 +111,16 @@ def name(value: Any, label: str, where: str = "") -> str:
         raise BadRequest(f"{label} must be a string{where}")
     if len(value) > MAX_NAME_LENGTH:
         raise BadRequest(f"{label} must be at most {MAX_NAME_LENGTH} characters{where}")
+    if "\x00" in value:
+        raise BadRequest(f"{label} must not contain NUL characters{where}")
+    return value
+
+
+def text(value: Any, label: str, where: str = "") -> str:
+    """Any other string that is stored as text (an ack's error, a trace's event type): no
+    NUL, which PostgreSQL's text cannot hold."""
+    if not isinstance(value, str):
+        raise BadRequest(f"{label} must be a string{where}")
     if "\x00" in value:
         raise BadRequest(f"{label} must not contain NUL characters{where}")
     return value

@@ -47,8 +47,10 @@ def parse_ack(item: Any, where: str = "") -> Ack:
     lease = item.get("leaseId")
     lease_id = None if lease in (None, "") else wire.parse_uuid(lease, f"leaseId{where}")
     error = item.get("error")
-    if error is not None and not isinstance(error, str):
-        raise BadRequest(f"error{where} must be a string or null")
+    if error is not None:
+        if not isinstance(error, str):
+            raise BadRequest(f"error{where} must be a string or null")
+        wire.text(error, "error", where)
     return Ack(txid, partition_id, status, lease_id, error)
 
 

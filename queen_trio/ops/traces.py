@@ -35,6 +35,7 @@ def parse_trace(body: Any) -> tuple[uuid.UUID, str, str, str, bytes, list[str]]:
     event_type = body.get("eventType") or "info"
     if not isinstance(event_type, str) or len(event_type) > MAX_EVENT_TYPE:
         raise BadRequest(f"eventType must be a string of at most {MAX_EVENT_TYPE} characters")
+    wire.text(event_type, "eventType")
     names = body.get("traceNames", body.get("traceName"))
     if names is None:
         names = []
@@ -95,8 +96,11 @@ async def by_name(db: Database, cipher: PayloadCipher, name: str,
         payload = None
         if row["frame"] is not None:
             frame = next(framing.unpack(row["frame"]))
-            payload = msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
-                                  else frame.payload)
+            try:
+                payload = msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
+                                      else frame.payload)
+            except Exception:
+                payload = None  # not readable with this broker's key (docs/api.md: DLQ)
         traces.append({**_event(row), "transaction_id": row["transaction_id"],
                        "partition_id": str(row["partition_id"]),
                        "queue_name": row["queue_name"], "partition_name": row["partition_name"],
