@@ -30,6 +30,9 @@ from .storage.encryption import PayloadCipher
 
 log = logging.getLogger("queen_trio.broker")
 
+# At shutdown, how long the push lane may take to flush what it holds.
+FLUSH_DEADLINE_SECONDS = 5.0
+
 
 @attrs.define(kw_only=True)
 class Broker:
@@ -55,7 +58,7 @@ class Broker:
 async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Broker]:
     # Before anything else: a spool directory another broker holds refuses to start.
     spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file)
-    spool.open()
+    await spool.open()
     try:
         async with open_database(
             database_url,
@@ -67,7 +70,8 @@ async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Br
             async with _broker_tree(settings, database_url, db, spool) as broker:
                 yield broker
     finally:
-        spool.close()
+        with trio.CancelScope(shield=True):
+            await spool.close()
 
 
 def _services(settings: Settings, database_url: str, db: Database, spool: Spool) -> Broker:
@@ -115,7 +119,15 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database,
             try:
                 yield broker
             finally:
-                # Flush every accepted group first, then stop the services.
+                # Flush every accepted group first, then stop the services. A database that
+                # stopped answering cannot hold the exit: past the deadline its connections
+                # are cut, and what was not flushed fails (nobody waits for an answer now).
                 broker.lane.close()
-                await broker.lane.wait_closed()
+                with trio.move_on_after(FLUSH_DEADLINE_SECONDS) as flushing:
+                    await broker.lane.wait_closed()
+                if flushing.cancelled_caught:
+                    log.warning("the push lane did not flush in time; cutting the database "
+                                "connections", extra={"seconds": FLUSH_DEADLINE_SECONDS})
+                    await db.abort()
+                    await broker.lane.wait_closed()
                 services.cancel_scope.cancel()

@@ -73,6 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the broker's base URL (default http://localhost:6632)")
     trace.add_argument("--token", help="a bearer token, when the broker checks them "
                                        "(default: none)")
+    spool = commands.add_parser(
+        "spool", help="the spool of pushes taken while the database was away",
+        formatter_class=_RAW, description="Work on the spool directory (FILE_BUFFER_DIR, "
+        "default <data-dir>/spool).")
+    spool_commands = spool.add_subparsers(dest="spool_command", required=True,
+                                          metavar="ACTION")
+    retry = spool_commands.add_parser(
+        "retry", help="replay the records in failed/ now", formatter_class=_RAW,
+        description="Put every record of failed/ back in line and replay it. With a broker "
+                    "running on the directory, ask it (admin route); otherwise replay the "
+                    "directory here.\nExits 1 when records are left pending or failed.",
+        epilog="examples:\n  queen-trio spool retry\n  queen-trio spool retry --url "
+               "http://localhost:6632 --token $ADMIN_TOKEN\n")
+    retry.add_argument("--data-dir", type=Path,
+                       help=f"the data directory (QUEEN_DATA_DIR; default {default_data_dir()})")
+    retry.add_argument("--database-url", help="external PostgreSQL (DATABASE_URL or PG_*; "
+                                              "default: the embedded PostgreSQL)")
+    retry.add_argument("--url", default="http://localhost:6632",
+                       help="a running broker's base URL (default http://localhost:6632)")
+    retry.add_argument("--token", help="an admin bearer token, when the broker checks them")
     return parser
 
 
@@ -90,6 +110,8 @@ def _main(argv: list[str] | None) -> int:
         from .ops.trace_cli import run
 
         return run(args.url, args.name, args.token)
+    if args.command == "spool":
+        return _spool(args)
     try:
         settings = Settings.from_env(
             host=args.host, port=args.port, data_dir=args.data_dir,
@@ -113,6 +135,18 @@ def _main(argv: list[str] | None) -> int:
             print(f"queen-trio: {kind}: {cause}", file=sys.stderr)
         return Exit.USAGE if all(isinstance(c, ConfigError) for c in causes) else Exit.REFUSED
     return Exit.OK
+
+
+def _spool(args: argparse.Namespace) -> int:
+    from .push import spool_cli
+
+    try:
+        settings = Settings.from_env(data_dir=args.data_dir, database_url=args.database_url)
+    except ConfigError as exc:
+        print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    configure_logging(settings.log_level, settings.log_format)
+    return spool_cli.run(settings, args.url, args.token)
 
 
 def _leaves(exc: BaseException):  # type: ignore[no-untyped-def]

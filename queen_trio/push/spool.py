@@ -10,12 +10,19 @@ pushes to it are spooled too, so its order holds across the outage.
 The replay task drains the files oldest first through push_bundle, in per-partition order,
 inside a transaction that first records each message id in queen.spool_replayed: a record
 that already landed (a crash between commit and file deletion, or a second replay) is skipped,
-whatever the queue's dedup window. A file is deleted only once every record in it committed;
-a record that can never land goes to failed/ with the reason.
+whatever the queue's dedup window. It also looks for each record's message id in what is
+stored: a record spooled because its commit's reply was lost (the connection dropped after
+COMMIT) already landed, and is skipped. A file is deleted only once every record in it
+committed. A failure that says "not now" (the connection, a lock or statement timeout, a
+deadlock, a serialization failure, a busy pool) stops the round and is retried with backoff;
+only a record that can never land goes to failed/ with the reason, and `retry_failed` puts
+failed/ back in line on demand. Every disk access runs in a worker thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -23,7 +30,7 @@ import struct
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,7 @@ import trio
 from ..errors import ConfigError, DatabaseUnavailable
 from ..queues.queues import Queues
 from ..storage import frames
-from ..storage.database import Database, is_connection_failure
+from ..storage.database import Database, is_transient
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 from .bundle import PackedGroup, Segment, commit_bundle
@@ -46,6 +53,8 @@ log = logging.getLogger("queen_trio.spool")
 
 RECORD_HEADER = struct.Struct(">II")  # length, crc32 of the body
 REPLAY_CHUNK = 500
+# Replay rounds that met a transient failure wait longer each time, up to this.
+MAX_RETRY_SECONDS = 30.0
 
 
 class SpoolRecord(msgspec.Struct, array_like=True):
@@ -109,8 +118,14 @@ class Spool:
 
     # -- ownership and boot ------------------------------------------------------------------
 
-    def open(self) -> None:
+    async def open(self) -> None:
         """Take the directory (one broker at a time) and count what a previous run left."""
+        await trio.to_thread.run_sync(self._open)
+        if self._pending:
+            log.warning("spool holds records from an earlier run; they will replay",
+                        extra={"pending": sum(self._pending.values())})
+
+    def _open(self) -> None:
         self.failed_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.directory / ".lock", "a+")  # noqa: SIM115
         try:
@@ -123,20 +138,19 @@ class Spool:
         existing = self.files()
         for path in existing:
             self._sequence = max(self._sequence, int(path.stem.split("-")[1]))
+        for path in self.failed_dir.glob("spool-*.log"):
+            self._sequence = max(self._sequence, int(path.stem.split("-")[1]))
         self._files = len(existing)
         self._recount()
         self._failed = sum(1 for p in self.failed_dir.glob("*.log") for _ in read_records(p))
-        if self._pending:
-            log.warning("spool holds records from an earlier run; they will replay",
-                        extra={"pending": sum(self._pending.values())})
 
     def _recount(self) -> None:
-        self._pending = Counter((r.queue, r.partition) for path in self.files()
-                                for r in read_records(path))
+        self._pending = _count_pending(self.files)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         if self._lock_file is not None:
-            self._lock_file.close()
+            await trio.to_thread.run_sync(self._lock_file.close)
+            self._lock_file = None
 
     def files(self) -> list[Path]:
         return sorted(self.directory.glob("spool-*.log"))
@@ -162,10 +176,15 @@ class Spool:
                 self._active = self.directory / f"spool-{self._sequence:012d}.log"
                 self._active_count = 0
                 self._files += 1
-            await trio.to_thread.run_sync(_append_fsync, self._active, data)
+            try:
+                await trio.to_thread.run_sync(_append_fsync, self._active, data)
+            except BaseException:
+                # Nothing of it counts (the file is cut back); later records start afresh.
+                self._active = None
+                raise
             self._active_count += len(records)
-        for r in records:
-            self._pending[(r.queue, r.partition)] += 1
+            for r in records:
+                self._pending[(r.queue, r.partition)] += 1
         self.wake.set()
 
     async def seal(self) -> None:
@@ -177,11 +196,11 @@ class Spool:
 
     async def replay(self, db: Database, queues: Queues, cipher: PayloadCipher) -> int:
         """Replay every sealed file; the number of records that landed. Stops at the first
-        connection failure (the next call resumes)."""
+        transient failure (the next call resumes)."""
         await self.seal()
         landed = 0
-        for path in self.files():
-            records = list(read_records(path))
+        for path in await trio.to_thread.run_sync(self.files):
+            records = await trio.to_thread.run_sync(_read_all, path)
             by_partition: dict[tuple[str, str], list[SpoolRecord]] = {}
             for record in records:
                 by_partition.setdefault((record.queue, record.partition), []).append(record)
@@ -191,39 +210,62 @@ class Spool:
                     try:
                         landed += await _replay_chunk(db, queues, cipher, chunk)
                     except Exception as exc:
-                        if is_connection_failure(exc):
-                            # The whole file stays (the chunks that landed are skipped next
-                            # time), so its partitions still count as holding records: new
-                            # pushes to them keep queueing behind.
-                            self._recount()
+                        if is_transient(exc):
+                            # Not now: the whole file stays (the chunks that landed are
+                            # skipped next time), so its partitions still count as holding
+                            # records, and new pushes to them keep queueing behind.
+                            log.info("spool replay paused", extra={"error": str(exc)})
+                            async with self._write_lock:  # appends count under it too
+                                self._pending = await trio.to_thread.run_sync(_count_pending,
+                                                                              self.files)
+                            self._replayed += landed
                             return landed
-                        self._fail(chunk, exc)
+                        await self._fail(chunk, exc)
                     self._pending[key] -= len(chunk)
                     if self._pending[key] <= 0:
                         del self._pending[key]
-            path.unlink()
+            await trio.to_thread.run_sync(_remove, path)
             self._files -= 1
-            await trio.to_thread.run_sync(_fsync_directory, self.directory)
         if not self._files:
             self._pending.clear()  # whatever a recount raced with, nothing is left
         self._replayed += landed
         return landed
 
-    def _fail(self, chunk: list[SpoolRecord], exc: BaseException) -> None:
+    async def _fail(self, chunk: list[SpoolRecord], exc: BaseException) -> None:
         reason = f"{type(exc).__name__}: {exc}"
         log.error("spooled records can never land; moved to failed/",
                   extra={"queue": chunk[0].queue, "partition": chunk[0].partition,
                          "count": len(chunk), "reason": reason})
-        self._sequence += 1
-        path = self.failed_dir / f"spool-{self._sequence:012d}.log"
-        _append_fsync(path, b"".join(encode_record(r) for r in chunk))
-        path.with_suffix(".reason").write_text(reason + "\n")
+        async with self._write_lock:  # the file sequence is shared with appends
+            self._sequence += 1
+            path = self.failed_dir / f"spool-{self._sequence:012d}.log"
+        await trio.to_thread.run_sync(_write_failed, path, chunk, reason)
         self._failed += len(chunk)
+
+    async def retry_failed(self) -> int:
+        """Put every record of failed/ back in line for replay; the number requeued."""
+        moved = 0
+        async with self._write_lock:
+            for path in sorted(await trio.to_thread.run_sync(
+                    lambda: list(self.failed_dir.glob("spool-*.log")))):
+                self._sequence += 1
+                target = self.directory / f"spool-{self._sequence:012d}.log"
+                records = await trio.to_thread.run_sync(_requeue, path, target)
+                self._files += 1
+                self._failed -= len(records)
+                for r in records:
+                    self._pending[(r.queue, r.partition)] += 1
+                moved += len(records)
+        if moved:
+            log.warning("failed spool records put back for replay", extra={"records": moved})
+            self.wake.set()
+        return moved
 
     async def run_replay(self, db: Database, queues: Queues, cipher: PayloadCipher,
                          *, retry_seconds: float = 1.0,
                          task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
+        wait = retry_seconds
         while True:
             if self._pending and await db.ping():
                 try:
@@ -236,19 +278,65 @@ class Spool:
                         log.warning("spool replayed",
                                     extra={"records": landed, "pending": pending})
             if not self._pending:
+                wait = retry_seconds
                 self.wake = trio.Event()
                 await self.wake.wait()
             else:
-                await trio.sleep(retry_seconds)
+                # Still behind: wait longer each round, so a database that is busy (locks,
+                # timeouts) or still away is not hammered.
+                await trio.sleep(wait)
+                wait = min(wait * 2, MAX_RETRY_SECONDS)
 
 
 def _append_fsync(path: Path, data: bytes) -> None:
+    """Append all of `data` and fsync, or raise with the file cut back to what it held: a
+    short write is finished or undone, never left as a torn record that `buffered` covers."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(errno.EIO, f"spool write to {path} wrote nothing")
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
+    _fsync_directory(path.parent)
+
+
+def _read_all(path: Path) -> list[SpoolRecord]:
+    return list(read_records(path))
+
+
+def _count_pending(files: Callable[[], list[Path]]) -> Counter[tuple[str, str]]:
+    """Records not replayed yet, per (queue, partition), read from the spool files."""
+    return Counter((r.queue, r.partition) for path in files() for r in read_records(path))
+
+
+def _write_failed(path: Path, chunk: list[SpoolRecord], reason: str) -> None:
+    _append_fsync(path, b"".join(encode_record(r) for r in chunk))
+    path.with_suffix(".reason").write_text(reason + "\n")
+
+
+def _requeue(path: Path, target: Path) -> list[SpoolRecord]:
+    """Move a failed/ file back into the spool (its reason goes); its records."""
+    records = list(read_records(path))
+    os.replace(path, target)
+    path.with_suffix(".reason").unlink(missing_ok=True)
+    _fsync_directory(target.parent)
+    _fsync_directory(path.parent)
+    return records
+
+
+def _remove(path: Path) -> None:
+    path.unlink()
     _fsync_directory(path.parent)
 
 
@@ -267,9 +355,14 @@ async def _replay_chunk(db: Database, queues: Queues, cipher: PayloadCipher,
 
     async def run(conn: asyncpg.Connection) -> int:
         async with conn.transaction():
-            fresh = {r["message_id"].bytes for r in await Q.mark_replayed.fetch(
-                conn, message_ids=[uuid.UUID(bytes=r.message_id) for r in chunk])}
-            todo = [r for r in chunk if r.message_id in fresh]
+            ids = [uuid.UUID(bytes=r.message_id) for r in chunk]
+            fresh = {r["message_id"].bytes
+                     for r in await Q.mark_replayed.fetch(conn, message_ids=ids)}
+            # A commit whose reply was lost stored these already, whatever the dedup window.
+            landed = {r["message_id"].bytes for r in await Q.spool_landed.fetch(
+                conn, queue=chunk[0].queue, partition=chunk[0].partition,
+                transaction_ids=[r.transaction_id for r in chunk], message_ids=ids)}
+            todo = [r for r in chunk if r.message_id in fresh and r.message_id not in landed]
             if not todo:
                 return 0
             items: list[PushItem] = []

@@ -35,6 +35,20 @@ MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations acr
 _UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
 
 
+# SQLSTATEs that say "not now" rather than "never": a lock or statement timeout, a deadlock,
+# a serialization failure. Worth trying again later.
+_TRANSIENT_SQLSTATES = ("55P03", "57014", "40P01", "40001")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure that a later attempt may not meet: the connection, the broker's own bounds,
+    or a SQLSTATE that means "not now"."""
+    if is_connection_failure(exc) or is_overload(exc):
+        return True
+    return (isinstance(exc, asyncpg.PostgresError)
+            and (getattr(exc, "sqlstate", "") or "") in _TRANSIENT_SQLSTATES)
+
+
 def is_overload(exc: BaseException) -> bool:
     """The broker's own bounds refused the call (the pool had no connection free)."""
     return isinstance(exc, Overloaded)
@@ -166,6 +180,15 @@ class Database:
             raise
         finally:
             await self._pool.release(conn)
+
+    async def abort(self) -> None:
+        """Cut every pool connection now: the calls in flight fail at once, and later calls
+        find the pool closed. For a shutdown past its deadline (a frozen server)."""
+
+        async def terminate() -> None:
+            self._pool.terminate()
+
+        await self._loop.run_aio_coroutine(terminate())
 
     async def fetch(self, query: Query, **params: Any) -> list[asyncpg.Record]:
         return await self.call(lambda conn: query.fetch(conn, **params))

@@ -121,6 +121,15 @@ class Authenticator:
         sub = claims.get("sub")
         return sub if isinstance(sub, str) else None
 
+    async def grants(self, headers: Mapping[bytes, bytes], level: str) -> bool:
+        """Whether the request's credentials reach `level` (with authentication off, every
+        request does)."""
+        try:
+            await self.authenticate(headers, level)
+        except HTTPError:
+            return False
+        return True
+
     async def _verify(self, token: str) -> dict[str, Any]:
         s = self.settings
         try:

@@ -79,6 +79,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     """The app for `broker`; `auth` defaults to one built from the broker's settings (the
     server passes one it has already started, so a bad JWKS refuses to boot)."""
     router = Router()
+    auth = auth or Authenticator(broker.settings.auth)
 
     async def push(request: Request) -> Response:
         items = parse_push_body(request.body)
@@ -173,11 +174,21 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message, access=READ)
     async def buffers(request: Request) -> Response:
         stats = broker.spool.statistics()
-        return json_response(200, {"pending": stats.pending, "failed": stats.failed,
-                                   "files": stats.files, "dbHealthy": await broker.db.ping(),
-                                   "directory": str(broker.spool.directory)})
+        reply: dict[str, object] = {"pending": stats.pending, "failed": stats.failed,
+                                    "files": stats.files, "dbHealthy": await broker.db.ping()}
+        # Where the broker keeps its files is for admins only.
+        if await auth.grants(request.headers, ADMIN):
+            reply["directory"] = str(broker.spool.directory.absolute())
+        return json_response(200, reply)
+
+    async def retry_spool(request: Request) -> Response:
+        requeued = await broker.spool.retry_failed()
+        stats = broker.spool.statistics()
+        return json_response(200, {"requeued": requeued, "pending": stats.pending,
+                                   "failed": stats.failed})
 
     router.add("GET", "/api/v1/status/buffers", buffers, access=READ)
+    router.add("POST", "/api/v1/status/buffers/retry", retry_spool, access=ADMIN)
     router.add("POST", "/api/v1/push", push, access=PUSH)
     router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
     router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE, watch_disconnect=True)
@@ -195,7 +206,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
         router.add(method, template, _not_built(method, template), access=access)
     for method, template in NOT_IN_THIS_BROKER:
         router.add(method, template, _not_in_this_broker(method, template), access=PUBLIC)
-    return App(router, auth or Authenticator(broker.settings.auth),
+    return App(router, auth,
                max_body_bytes=broker.settings.max_body_bytes)
 
 

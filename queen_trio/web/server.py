@@ -34,8 +34,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from ..broker import open_broker
-from ..consume.pop import Consumer
+from ..broker import Broker, open_broker
 from ..settings import Settings
 from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
@@ -105,8 +104,7 @@ async def _serve(settings: Settings, stop: trio.Event, lifecycle: _Lifecycle,
                 async with open_broker(settings, url) as broker:
                     app = create_app(broker, auth)
                     config = hypercorn_config(settings, listener)
-                    await _serve_http(app, config, stop, broker.consumer,
-                                      task_status=task_status)
+                    await _serve_http(app, config, stop, broker, task_status=task_status)
     finally:
         if listener.fileno() != -1:  # not handed to hypercorn
             listener.close()
@@ -132,17 +130,24 @@ async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIt
             await trio.to_thread.run_sync(embedded.stop)
 
 
-async def _serve_http(app: Any, config: HypercornConfig, stop: trio.Event, consumer: Consumer,
+async def _serve_http(app: Any, config: HypercornConfig, stop: trio.Event, broker: Broker,
                       *, task_status: trio.TaskStatus[str]) -> None:
     """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
     the graceful deadline passed); only then does open_broker flush the lane and close."""
 
     async def answer_waiters_at_stop() -> None:
         await stop.wait()
-        consumer.stop_waiting()
+        broker.consumer.stop_waiting()
+        # A request hypercorn cancelled at the graceful deadline may still sit in a shielded
+        # database call: a frozen server must not hold the exit, so cut its connections.
+        await trio.sleep(config.graceful_timeout)
+        log.warning("requests still running at the graceful deadline; cutting the database "
+                    "connections", extra={"seconds": config.graceful_timeout})
+        await broker.db.abort()
 
     async def run_hypercorn(*, task_status: trio.TaskStatus[list[str]]) -> None:
         await hypercorn_serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+        nursery.cancel_scope.cancel()  # done in time: no connection needs cutting
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(answer_waiters_at_stop)

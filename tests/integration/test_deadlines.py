@@ -41,3 +41,56 @@ async def test_a_pool_with_no_free_connection_is_overload_not_an_outage(database
                 assert r.status_code == 503 and r.headers["retry-after"] == "1"
                 assert r.json()["error"].startswith("broker overloaded")
         assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 1
+
+
+async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(tmp_path):
+    import os
+    import signal
+    import time
+
+    from queen_trio.storage.embedded import EmbeddedPostgres
+    from tests.support.processes import process_tree, running_broker
+
+    # A private cluster: freezing it leaves the suite's own server alone.
+    cluster = EmbeddedPostgres(tmp_path / "frozen")
+    url = await trio.to_thread.run_sync(cluster.start)
+    frozen: list[int] = []
+    try:
+        async with running_broker({"DATABASE_URL": url}) as broker:
+            async with httpx.AsyncClient(base_url=broker.url, timeout=120) as client:
+                r = await client.post("/api/v1/push", json={"items": [
+                    {"queue": "ice", "payload": 1}]})
+                assert r.status_code == 201
+
+                async def request(method, path, **kwargs):
+                    try:
+                        await client.request(method, path, **kwargs)
+                    except httpx.HTTPError:
+                        pass  # the broker goes away under it
+
+                postmaster = cluster.postmaster()
+                assert postmaster is not None
+                frozen = process_tree(postmaster.pid)
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+                async with trio.open_nursery() as nursery:
+                    # A push whose commit and a pop whose claim can never finish.
+                    nursery.start_soon(lambda: request("POST", "/api/v1/push", json={
+                        "items": [{"queue": "ice", "payload": 2}]}))
+                    nursery.start_soon(lambda: request("GET", "/api/v1/pop/queue/ice"))
+                    await trio.sleep(1)  # let both reach the database
+                    started = time.monotonic()
+                    broker.proc.send_signal(signal.SIGTERM)
+                    # Generous: the bound is the graceful timeout (10 s) plus 10 s. (Shielded
+                    # calls alone would hold the exit for their 33 s deadline.)
+                    await broker.wait_exit(within=30)
+                    print(f"SIGTERM to exit with PostgreSQL frozen: "
+                          f"{time.monotonic() - started:.1f} s")
+                    nursery.cancel_scope.cancel()
+    finally:
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        await trio.to_thread.run_sync(lambda: cluster.stop(mode="immediate"))

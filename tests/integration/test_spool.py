@@ -222,11 +222,11 @@ async def test_a_record_that_can_never_land_goes_to_failed(private_postgres, tmp
     assert len(reasons) == 1 and "poisoned partition" in reasons[0].read_text()
 
 
-def test_a_spool_directory_belongs_to_one_broker(tmp_path):
+async def test_a_spool_directory_belongs_to_one_broker(tmp_path):
     first = Spool(tmp_path)
-    first.open()
+    await first.open()
     try:
         with pytest.raises(ConfigError, match="belongs to another running broker"):
-            Spool(tmp_path).open()
+            await Spool(tmp_path).open()
     finally:
-        first.close()
+        await first.close()

@@ -121,3 +121,22 @@ async def refused_start(env: dict[str, str] | None = None,
         return await trio.run_process(serve_command(*(args or [])), env=broker_env(env),
                                       capture_stdout=True, capture_stderr=True, check=False)
     raise AssertionError("the broker started instead of refusing")
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all of its descendants (from /proc), parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
