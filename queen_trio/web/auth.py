@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from .http import HTTPError
 log = logging.getLogger("queen_trio.auth")
 
 JWKS_COOLDOWN = 30.0
+# After a failed JWKS fetch, how long the cached keys are used without trying again.
+JWKS_FAILURE_BACKOFF = 30.0
 # What each access level of a route needs, and what each role grants.
 PUBLIC, PUSH, READ, WRITE, ADMIN = "public", "push", "read", "write", "admin"
 GRANTS = {
@@ -41,8 +44,12 @@ GRANTS = {
 def _fetch_jwks(source: str, timeout: float) -> dict[str, Any]:
     """Blocking: run in a worker thread. A URL, or a file path."""
     if source.startswith(("http://", "https://")):
-        with urllib.request.urlopen(source, timeout=timeout) as response:
-            return json.load(response)  # type: ignore[no-any-return]
+        try:
+            with urllib.request.urlopen(source, timeout=timeout) as response:
+                return json.load(response)  # type: ignore[no-any-return]
+        except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the response open
+            raise
     return json.loads(Path(source.removeprefix("file://")).read_text())
 
 
@@ -51,6 +58,9 @@ class Authenticator:
         self.settings = settings
         self._jwks: dict[str | None, jwt.PyJWK] = {}
         self._jwks_at = 0.0
+        self._refreshing: trio.Event | None = None  # the fetch in flight
+        self._failed_at: float | None = None  # when the last fetch failed
+        self._fetcher = trio.CapacityLimiter(1)
         self._role_to_level = {name: level for level, name in settings.role_names.items()}
 
     async def start(self) -> None:
@@ -63,14 +73,35 @@ class Authenticator:
                                   f"{exc}") from None
 
     async def _refresh_jwks(self) -> None:
+        """Fetch the JWKS; single flight: callers that arrive while a fetch is in flight wait
+        for it and share its keys (they raise nothing: they look at the keys). A failure is
+        remembered, and no fetch is tried again for JWKS_FAILURE_BACKOFF seconds. Fetches
+        have a thread of their own, so a slow JWKS server never takes the worker threads the
+        spool and the embedded cluster need."""
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            return
         s = self.settings
         assert s.jwks_url is not None
-        document = await trio.to_thread.run_sync(_fetch_jwks, s.jwks_url, s.jwks_timeout_seconds)
-        keys: dict[str | None, jwt.PyJWK] = {}
-        for entry in jwt.PyJWKSet.from_dict(document).keys:
-            keys.setdefault(None, entry)  # a token without kid uses the first key
-            keys[entry.key_id] = entry
-        self._jwks, self._jwks_at = keys, time.monotonic()
+        self._refreshing = trio.Event()
+        try:
+            document = await trio.to_thread.run_sync(
+                _fetch_jwks, s.jwks_url, s.jwks_timeout_seconds, limiter=self._fetcher)
+            keys: dict[str | None, jwt.PyJWK] = {}
+            for entry in jwt.PyJWKSet.from_dict(document).keys:
+                keys.setdefault(None, entry)  # a token without kid uses the first key
+                keys[entry.key_id] = entry
+        except BaseException:
+            self._failed_at = time.monotonic()
+            raise
+        finally:
+            self._refreshing.set()
+            self._refreshing = None
+        self._jwks, self._jwks_at, self._failed_at = keys, time.monotonic(), None
+
+    def _backing_off(self) -> bool:
+        return (self._failed_at is not None
+                and time.monotonic() - self._failed_at < JWKS_FAILURE_BACKOFF)
 
     async def _key_for(self, header: dict[str, Any], algorithm: str) -> Any:
         s = self.settings
@@ -87,7 +118,7 @@ class Authenticator:
         age = time.monotonic() - self._jwks_at
         stale = age > s.jwks_refresh_seconds
         # An unknown kid refetches at most every JWKS_COOLDOWN seconds.
-        if stale or (kid not in self._jwks and age > JWKS_COOLDOWN):
+        if (stale or (kid not in self._jwks and age > JWKS_COOLDOWN)) and not self._backing_off():
             try:
                 await self._refresh_jwks()
             except Exception as exc:
