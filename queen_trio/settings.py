@@ -168,6 +168,10 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     # Push bytes waiting in memory for their commit; past it a push is refused (503).
     max_pending_bytes: int = 256 * 1024 * 1024
+    # A request's line, headers and body must arrive within this of its first byte (408).
+    request_read_timeout_ms: int = 30_000
+    # Open HTTP connections; past it the broker stops accepting (clients wait in the backlog).
+    max_connections: int = 4096
     encryption_key: str | None = None
     partition_cleanup_days: int = 30
     partition_cleanup_interval_seconds: float = 3600.0
@@ -230,6 +234,8 @@ class Settings:
         take("QUEEN_PUSH_SHARDS", "push_shards", int)
         take("QUEEN_MAX_BODY_BYTES", "max_body_bytes", int)
         take("QUEEN_MAX_PENDING_BYTES", "max_pending_bytes", int)
+        take("QUEEN_REQUEST_READ_TIMEOUT", "request_read_timeout_ms", int)
+        take("QUEEN_MAX_CONNECTIONS", "max_connections", int)
         take("QUEEN_ENCRYPTION_KEY", "encryption_key")
         take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
         take("RETENTION_INTERVAL", "retention_interval_seconds", milliseconds)
@@ -306,6 +312,9 @@ class Settings:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
         if self.max_pending_bytes < 1:
             raise ConfigError("QUEEN_MAX_PENDING_BYTES must be positive")
+        if self.request_read_timeout_ms < 1 or self.max_connections < 1:
+            raise ConfigError("QUEEN_REQUEST_READ_TIMEOUT and QUEEN_MAX_CONNECTIONS must be "
+                              "positive")
 
 
 def milliseconds(text: str) -> float:

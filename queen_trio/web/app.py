@@ -99,6 +99,9 @@ class App:
         self.router = router
         self.auth = auth
         self.max_body_bytes = max_body_bytes
+        # Told once a request is read (or given up on): the server stops its read clock
+        # (web/connections.py).
+        self.on_request_read: Callable[[dict[str, Any]], None] = lambda scope: None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -108,15 +111,21 @@ class App:
             return
         started = time.perf_counter()
         gone = trio.Event()
+        response: Response | None = None
         async with trio.open_nursery() as watchers:
             with trio.CancelScope() as handling:
 
                 def watch() -> None:
                     watchers.start_soon(_watch_disconnect, receive, gone, handling)
 
-                response = await self._respond(scope, receive, gone, watch)
+                try:
+                    response = await self._respond(scope, receive, gone, watch)
+                except _ClientGone:
+                    pass
+                finally:
+                    self.on_request_read(scope)
             watchers.cancel_scope.cancel()
-        if handling.cancelled_caught:
+        if response is None:
             return  # the client hung up: nobody to answer
         await self._send(send, response, gone)
         if access_log.isEnabledFor(logging.INFO):
@@ -152,6 +161,7 @@ class App:
             headers = dict(scope["headers"])
             subject = await self.auth.authenticate(headers, route.access)
             body = await self._read_body(headers, receive, gone)
+            self.on_request_read(scope)
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
                                    keep_blank_values=True))
             _check_parameters(params, query)
@@ -163,6 +173,8 @@ class App:
             if response.queue is None:
                 response.queue = params.get("queue")
             return response
+        except _ClientGone:
+            raise
         except HTTPError as exc:
             response = error_response(exc.status, str(exc))
             response.headers.extend(exc.headers)
@@ -188,8 +200,9 @@ class App:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
+                # Gone (or cut off by the read deadline) mid-body: nothing to act on.
                 gone.set()
-                break
+                raise _ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
@@ -210,6 +223,10 @@ def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:
             wire.name(value, key)
         elif "\x00" in value:
             raise BadRequest(f"{key} must not contain NUL characters")
+
+
+class _ClientGone(Exception):
+    """The client left before its request was read in full."""
 
 
 class _Undelivered(Exception):

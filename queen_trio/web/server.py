@@ -32,13 +32,14 @@ from typing import Any
 import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
 
 from ..broker import Broker, open_broker
 from ..settings import Settings
 from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
+from .connections import ConnectionGate
+from .connections import serve as serve_connections
 from .listen import BACKLOG, bind_listener
 from .routes import create_app
 
@@ -104,7 +105,9 @@ async def _serve(settings: Settings, stop: trio.Event, lifecycle: _Lifecycle,
                 async with open_broker(settings, url) as broker:
                     app = create_app(broker, auth)
                     config = hypercorn_config(settings, listener)
-                    await _serve_http(app, config, stop, broker, task_status=task_status)
+                    gate = connection_gate(settings)
+                    app.on_request_read = gate.request_read
+                    await _serve_http(app, config, gate, stop, broker, task_status=task_status)
     finally:
         if listener.fileno() != -1:  # not handed to hypercorn
             listener.close()
@@ -130,8 +133,14 @@ async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIt
             await trio.to_thread.run_sync(embedded.stop)
 
 
-async def _serve_http(app: Any, config: HypercornConfig, stop: trio.Event, broker: Broker,
-                      *, task_status: trio.TaskStatus[str]) -> None:
+def connection_gate(settings: Settings) -> ConnectionGate:
+    return ConnectionGate(max_connections=settings.max_connections,
+                          read_timeout=settings.request_read_timeout_ms / 1000)
+
+
+async def _serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
+                      stop: trio.Event, broker: Broker, *,
+                      task_status: trio.TaskStatus[str]) -> None:
     """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
     the graceful deadline passed); only then does open_broker flush the lane and close."""
 
@@ -146,7 +155,8 @@ async def _serve_http(app: Any, config: HypercornConfig, stop: trio.Event, broke
         await broker.db.abort()
 
     async def run_hypercorn(*, task_status: trio.TaskStatus[list[str]]) -> None:
-        await hypercorn_serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+        await serve_connections(app, config, gate, shutdown_trigger=stop.wait,
+                                task_status=task_status)
         nursery.cancel_scope.cancel()  # done in time: no connection needs cutting
 
     async with trio.open_nursery() as nursery:

@@ -3,9 +3,12 @@ connection cap, and a bad ack in a fused batch (issue 8, point 8)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
+import trio
+import trio.testing
 
 NUL = "\u0000"
 PARTITION = "00000000-0000-0000-0000-000000000001"
@@ -77,3 +80,103 @@ async def test_json_of_128_levels_and_brackets_in_strings_are_fine(client):
     items = b",".join(b'{"queue":"deep","payload":%s}' % payload for _ in range(3))
     r = await client.post("/api/v1/push", content=b'{"items":[' + items + b"]}")
     assert r.status_code == 201, r.text
+
+
+# -- slow clients and the connection cap (a real socket, the broker's own serving) -----------
+
+@contextlib.asynccontextmanager
+async def served(database_url, **overrides):
+    from queen_trio.broker import open_broker
+    from tests.support.brokers import make_settings, serve_on_port
+
+    settings = make_settings(database_url, **overrides)
+    async with open_broker(settings, database_url) as broker, trio.open_nursery() as nursery:
+        (url,) = await nursery.start(serve_on_port, broker)
+        yield broker, url
+        nursery.cancel_scope.cancel()
+
+
+async def trickle(stream, data: bytes, every: float) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        for byte in data:
+            await stream.send_all(bytes([byte]))
+            await trio.sleep(every)
+
+
+@pytest.mark.parametrize("stage", ["headers", "body"])
+async def test_a_request_that_trickles_in_gets_408_and_is_closed(database_url, stage):
+    from tests.support.sockets import read_response
+
+    async with served(database_url, request_read_timeout_ms=1000) as (_, url):
+        parts = url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(parts[0], int(parts[1]))
+        head = b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n"
+        body = b'{"items":[{"queue":"slow","payload":"' + b"x" * 19 + b'"}]}'
+        async with stream, trio.open_nursery() as nursery:
+            if stage == "headers":
+                nursery.start_soon(trickle, stream, head + body, 0.3)
+            else:
+                await stream.send_all(head)
+                nursery.start_soon(trickle, stream, body, 0.3)  # each read is quick
+            with trio.fail_after(20):
+                reply = await read_response(stream)
+            nursery.cancel_scope.cancel()
+        assert reply.startswith(b"HTTP/1.1 408 ")
+        assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"].startswith(
+            "Request not received within 1 s")
+
+
+async def test_past_the_connection_cap_clients_wait_in_the_backlog(database_url, caplog):
+    import logging
+
+    from tests.support.sockets import open_request
+
+    caplog.set_level(logging.WARNING, logger="queen_trio.connections")
+    async with served(database_url, max_connections=2) as (broker, url):
+        parts = url.removeprefix("http://").split(":")
+        idle = [await trio.open_tcp_stream(parts[0], int(parts[1])) for _ in range(2)]
+        waiting = await open_request(url, "/health", body=b"")
+        await trio.testing.wait_all_tasks_blocked(cushion=0.2)
+        with trio.move_on_after(0):
+            assert not await waiting.receive_some(1), "answered past the cap"
+        await idle[0].aclose()
+        with trio.fail_after(20):
+            reply = await read_response_head(waiting)
+        assert reply.startswith(b"HTTP/1.1 200")
+        await idle[1].aclose()
+        await waiting.aclose()
+    warnings = [r for r in caplog.records if "connection limit reached" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+async def read_response_head(stream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+async def test_a_bad_ack_costs_its_neighbours_nothing(client, broker):
+    from tests.support.consuming import pop, push
+
+    await push(client, "fused", *range(6))
+    reply = await pop(client, "fused", batch=6)
+    results: dict[int, int] = {}
+
+    async def ack(n, message, error=None):
+        r = await client.post("/api/v1/ack", json={
+            "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+            "leaseId": message["leaseId"], "status": "failed" if error else "completed",
+            "error": error})
+        results[n] = r.status_code
+
+    async with trio.open_nursery() as nursery:
+        for n, message in enumerate(reply["messages"][:5]):
+            nursery.start_soon(ack, n, message)
+        nursery.start_soon(ack, 5, reply["messages"][5], f"bad{NUL}")
+    assert results[5] == 400
+    assert all(results[n] == 200 for n in range(5))
+    assert broker.ack_lane.statistics().splits == 0

@@ -22,12 +22,19 @@ def make_settings(database_url: str, **overrides: object) -> Settings:
 
 
 async def serve_on_port(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
-    """Serve `broker` with hypercorn on a free loopback port; started() gives the base URL."""
+    """Serve `broker` on a free loopback port, as `serve` does (the connection gate of its
+    settings included); started() gives the base URL."""
     from hypercorn.config import Config
-    from hypercorn.trio import serve
+
+    from queen_trio.web.connections import serve
+    from queen_trio.web.server import connection_gate
 
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.graceful_timeout = 1
-    await serve(create_app(broker), config, task_status=task_status)
+    app = create_app(broker)
+    gate = connection_gate(broker.settings)
+    app.on_request_read = gate.request_read
+    stop = trio.Event()
+    await serve(app, config, gate, shutdown_trigger=stop.wait, task_status=task_status)

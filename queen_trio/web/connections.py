@@ -1,0 +1,222 @@
+"""The HTTP connections: at most QUEEN_MAX_CONNECTIONS open, and each request read within
+QUEEN_REQUEST_READ_TIMEOUT of its first byte.
+
+hypercorn's own `read_timeout` bounds each read, so a request trickling one byte every few
+seconds is read forever. Here every accepted stream carries a clock: the first byte of a
+request starts it, the app stops it once it has read the request (`request_read`), and a
+clock that runs out answers 408 and closes the connection. Past the connection cap the
+listener stops accepting, so new clients wait in the kernel's backlog.
+
+`serve` is hypercorn's trio `worker_serve` with these listeners in place of plain ones
+(hypercorn has no hook for its listeners); the rest of hypercorn is used as is.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import attrs
+import msgspec
+import trio
+from hypercorn.config import Config
+from hypercorn.trio.lifespan import Lifespan
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState, LifespanState
+from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
+
+log = logging.getLogger("queen_trio.connections")
+
+WARN_EVERY_SECONDS = 60.0
+LINGER_SECONDS = 1.0
+
+
+def _timeout_response(seconds: float) -> bytes:
+    body = msgspec.json.encode({"error": f"Request not received within {seconds:g} s "
+                                         "(QUEEN_REQUEST_READ_TIMEOUT)"})
+    return (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)) + body
+
+
+@attrs.frozen
+class ConnectionStatistics:
+    open: int          # connections open now
+    timed_out: int     # requests answered 408
+    waited: int        # accepts that waited for a free slot
+
+
+class ConnectionGate:
+    """The cap on open connections and the per-request read clock, shared by the listeners
+    and the app (which calls `request_read`)."""
+
+    def __init__(self, *, max_connections: int, read_timeout: float) -> None:
+        self._limiter = trio.CapacityLimiter(max_connections)
+        self._read_timeout = read_timeout
+        self._streams: dict[Any, _TimedStream] = {}  # by the peer's address
+        self._timed_out = 0
+        self._waited = 0
+        self._warned_at = -math.inf
+
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(open=len(self._streams), timed_out=self._timed_out,
+                                    waited=self._waited)
+
+    def request_read(self, scope: dict[str, Any]) -> None:
+        """The app has read (or given up on) the request of this connection: stop its clock."""
+        client = scope.get("client")
+        stream = self._streams.get(tuple(client)) if client else None
+        if stream is not None:
+            stream.deadline = None
+
+    def listener(self, inner: trio.SocketListener) -> trio.abc.Listener[trio.abc.Stream]:
+        return _GatedListener(self, inner)
+
+    async def _admit(self, borrower: object) -> None:
+        if not self._limiter.available_tokens:
+            self._waited += 1
+            now = trio.current_time()
+            if now - self._warned_at >= WARN_EVERY_SECONDS:
+                self._warned_at = now
+                log.warning("connection limit reached; new connections wait in the backlog",
+                            extra={"max_connections": int(self._limiter.total_tokens)})
+        await self._limiter.acquire_on_behalf_of(borrower)
+
+    def _opened(self, stream: _TimedStream) -> None:
+        self._streams[stream.peer] = stream
+
+    def _closed(self, stream: _TimedStream) -> None:
+        if self._streams.get(stream.peer) is stream:
+            del self._streams[stream.peer]
+        self._limiter.release_on_behalf_of(stream)
+
+
+class _GatedListener(trio.abc.Listener[trio.abc.Stream]):
+    def __init__(self, gate: ConnectionGate, inner: trio.SocketListener) -> None:
+        self._gate = gate
+        self._inner = inner
+        self.socket = inner.socket
+
+    async def accept(self) -> trio.abc.Stream:
+        slot = _Slot()
+        await self._gate._admit(slot)
+        try:
+            stream = await self._inner.accept()
+        except BaseException:
+            self._gate._limiter.release_on_behalf_of(slot)
+            raise
+        timed = _TimedStream(self._gate, stream)
+        # The slot passes to the stream: released when the stream closes.
+        self._gate._limiter.release_on_behalf_of(slot)
+        self._gate._limiter.acquire_on_behalf_of_nowait(timed)
+        self._gate._opened(timed)
+        return timed
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Slot:
+    """Holds a connection slot while the listener waits for the connection itself."""
+
+
+class _TimedStream(trio.abc.HalfCloseableStream):
+    """A socket stream whose reads stop at the current request's deadline."""
+
+    def __init__(self, gate: ConnectionGate, stream: trio.SocketStream) -> None:
+        self._gate = gate
+        self._stream = stream
+        self.socket = stream.socket
+        try:
+            self.peer = tuple(stream.socket.getpeername())
+        except OSError:
+            self.peer = (id(self),)
+        self.deadline: float | None = None
+        self._closed = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self.deadline is None:
+            data = await self._stream.receive_some(max_bytes)
+            if data:  # a request's first byte: its clock starts
+                self.deadline = trio.current_time() + self._gate._read_timeout
+            return data
+        with trio.move_on_at(self.deadline):
+            return await self._stream.receive_some(max_bytes)
+        self._gate._timed_out += 1
+        try:
+            await self._stream.send_all(_timeout_response(self._gate._read_timeout))
+            await self._stream.send_eof()
+            # A lingering close: what the client still sends is read and dropped for a
+            # moment, so closing does not reset the connection under its 408.
+            with trio.move_on_after(LINGER_SECONDS):
+                while await self._stream.receive_some(65536):
+                    pass
+        except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+            pass
+        # hypercorn ends the connection on TooSlowError, as on its own read timeout.
+        raise trio.TooSlowError
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._gate._closed(self)
+        await self._stream.aclose()
+
+
+async def serve(app: Any, config: Config, gate: ConnectionGate, *,
+                shutdown_trigger: Callable[..., Awaitable[None]],
+                task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    """hypercorn (plain HTTP) on `config.bind`, through `gate`'s listeners."""
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
+    lifespan_state: LifespanState = {}
+    lifespan = Lifespan(wrapped, config, lifespan_state)
+    context = WorkerContext(None)
+    async with trio.open_nursery() as lifespan_nursery:
+        await lifespan_nursery.start(lifespan.handle_lifespan)
+        await lifespan.wait_for_startup()
+        async with trio.open_nursery() as server_nursery:
+            sockets = config.create_sockets()
+            listeners = []
+            binds = []
+            for sock in sockets.insecure_sockets:
+                sock.listen(config.backlog)
+                listeners.append(gate.listener(
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))))
+                binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
+            task_status.started(binds)
+            try:
+                async with trio.open_nursery(strict_exception_groups=True) as nursery:
+                    nursery.start_soon(raise_shutdown, shutdown_trigger)
+                    nursery.start_soon(raise_shutdown, context.terminate.wait)
+                    nursery.start_soon(partial(
+                        trio.serve_listeners,
+                        partial(TCPServer, wrapped, config, context,
+                                ConnectionState(lifespan_state.copy())),
+                        listeners, handler_nursery=server_nursery))
+                    await trio.sleep_forever()
+            except BaseExceptionGroup as error:
+                _, other_errors = error.split((ShutdownError, KeyboardInterrupt))
+                if other_errors is not None:
+                    raise other_errors from None
+            finally:
+                await context.terminated.set()
+                server_nursery.cancel_scope.deadline = (trio.current_time()
+                                                        + config.graceful_timeout)
+        await lifespan.wait_for_shutdown()
+        lifespan_nursery.cancel_scope.cancel()
