@@ -24,6 +24,7 @@ from queen_trio.storage.database import apply_migrations
 from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings, serve_on_port
+from tests.support.clusters import cluster_dir
 from tests.support.outage import execute_statements
 
 TEMPLATE = "queen_test_template"
@@ -48,16 +49,17 @@ async def _migrate(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres | None]:
+def embedded_postgres() -> Iterator[EmbeddedPostgres | None]:
     if os.environ.get("QUEEN_TEST_DATABASE_URL"):
         yield None
         return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop(mode="immediate")
+    with cluster_dir() as folder:
+        server = EmbeddedPostgres(folder)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop(mode="immediate")
 
 
 @pytest.fixture(scope="session")

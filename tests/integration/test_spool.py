@@ -17,6 +17,7 @@ from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.storage.encryption import PayloadCipher
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
+from tests.support.clusters import cluster_dir
 from tests.support.db import db_execute
 from tests.support.processes import broker_process
 
@@ -24,12 +25,15 @@ KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 
 @pytest.fixture
-def private_postgres(tmp_path):
+def private_postgres():
     """A PostgreSQL of the test's own, which the test may stop and start."""
-    server = EmbeddedPostgres(tmp_path / "pg")
-    server.start()
-    yield server
-    server.stop(mode="immediate")
+    with cluster_dir() as folder:
+        server = EmbeddedPostgres(folder)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop(mode="immediate")
 
 
 async def stop(server):
