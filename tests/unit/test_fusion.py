@@ -1,0 +1,186 @@
+"""Call fusion (consume/fusion.py) on a fake database call, under trio's MockClock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from queen_trio.consume.fusion import CallFusion, Fusable, FusionStatistics
+
+
+@attrs.define(eq=False)
+class Request(Fusable):
+    value: int = 0
+    answer: int | None = None
+
+
+class BadValue(Exception):
+    pass
+
+
+class FakeCall:
+    """Doubles each request's value in one call; a batch holding a negative value fails as a
+    bad statement would, and `unreachable` fails calls as a lost connection would."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.unreachable = False
+        self.gate: trio.Event | None = None
+
+    async def __call__(self, batch: list[Request]) -> None:
+        self.batches.append([r.value for r in batch])
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            await trio.lowlevel.checkpoint()
+            if self.unreachable:
+                raise ConnectionResetError("connection reset (fake)")
+            if any(r.value < 0 for r in batch):
+                raise BadValue("negative")
+            for r in batch:
+                r.answer = 2 * r.value
+        finally:
+            self.in_flight -= 1
+
+
+@asynccontextmanager
+async def running(call: FakeCall, *, callers: int = 1) -> AsyncIterator[CallFusion[Request]]:
+    fusion = CallFusion[Request](call, callers=callers)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fusion.run)
+        yield fusion
+        nursery.cancel_scope.cancel()
+
+
+async def submit_all(nursery: trio.Nursery, fusion: CallFusion[Request],
+                     requests: list[Request]) -> dict[int, BaseException]:
+    """Submit each request from a task of its own; the failures, by value."""
+    failures: dict[int, BaseException] = {}
+
+    async def one(request: Request) -> None:
+        try:
+            await fusion.submit(request)
+        except Exception as exc:
+            failures[request.value] = exc
+
+    for request in requests:
+        nursery.start_soon(one, request)
+    return failures
+
+
+async def test_a_lone_request_is_called_at_once(autojump_clock):
+    call = FakeCall()
+    async with running(call) as fusion:
+        started = trio.current_time()
+        request = Request(value=3)
+        await fusion.submit(request)
+        assert request.answer == 6
+        assert trio.current_time() == started
+        assert call.batches == [[3]]
+
+
+async def test_requests_arriving_during_a_call_share_the_next_one(autojump_clock):
+    call = FakeCall()
+    async with running(call) as fusion:
+        gate = call.gate = trio.Event()
+        async with trio.open_nursery() as nursery:
+            await submit_all(nursery, fusion, [Request(value=1)])
+            await trio.testing.wait_all_tasks_blocked()
+            later = [Request(value=v) for v in (2, 3, 4)]
+            await submit_all(nursery, fusion, later)
+            await trio.testing.wait_all_tasks_blocked()
+            call.gate = None
+            gate.set()
+        assert [r.answer for r in later] == [4, 6, 8]
+        assert call.batches[0] == [1]
+        assert sorted(call.batches[1]) == [2, 3, 4]
+        assert fusion.statistics() == FusionStatistics(calls=2, requests=4, splits=0,
+                                                       waiting=0)
+
+
+async def test_each_caller_keeps_one_call_in_flight(autojump_clock):
+    call = FakeCall()
+    async with running(call, callers=2) as fusion:
+        gate = call.gate = trio.Event()
+        async with trio.open_nursery() as nursery:
+            for value in range(6):
+                await submit_all(nursery, fusion, [Request(value=value)])
+                await trio.testing.wait_all_tasks_blocked()
+            assert fusion.statistics().waiting == 4
+            call.gate = None
+            gate.set()
+    assert call.most_in_flight == 2
+    assert sorted(v for batch in call.batches for v in batch) == list(range(6))
+
+
+async def test_a_failed_fused_call_is_split_so_only_the_bad_request_fails(autojump_clock):
+    call = FakeCall()
+    async with running(call) as fusion:
+        gate = call.gate = trio.Event()
+        async with trio.open_nursery() as nursery:
+            await submit_all(nursery, fusion, [Request(value=0)])
+            await trio.testing.wait_all_tasks_blocked()
+            later = [Request(value=v) for v in (1, -1, 2)]
+            failures = await submit_all(nursery, fusion, later)
+            await trio.testing.wait_all_tasks_blocked()
+            call.gate = None
+            gate.set()
+        assert [r.answer for r in later] == [2, None, 4]
+        assert list(failures) == [-1]
+        assert isinstance(failures[-1], BadValue)
+        assert fusion.statistics().splits == 1
+        # The fused call, then each of its requests alone.
+        assert [sorted(b) for b in call.batches[1:]] == [[-1, 1, 2], *([v] for v in
+                                                                        call.batches[1])]
+
+
+async def test_a_connection_failure_fails_the_whole_call_without_splitting(autojump_clock):
+    call = FakeCall()
+    async with running(call) as fusion:
+        gate = call.gate = trio.Event()
+        async with trio.open_nursery() as nursery:
+            first = await submit_all(nursery, fusion, [Request(value=0)])
+            await trio.testing.wait_all_tasks_blocked()
+            call.unreachable = True
+            later = await submit_all(nursery, fusion, [Request(value=v) for v in (1, 2)])
+            await trio.testing.wait_all_tasks_blocked()
+            call.gate = None
+            gate.set()
+        assert {**first, **later}.keys() == {0, 1, 2}
+        assert all(isinstance(exc, ConnectionResetError) for exc in later.values())
+        assert len(call.batches) == 2
+        assert fusion.statistics() == FusionStatistics(calls=0, requests=3, splits=0,
+                                                       waiting=0)
+
+
+async def test_a_cancelled_request_does_not_cancel_its_call(autojump_clock):
+    call = FakeCall()
+    async with running(call) as fusion:
+        gate = call.gate = trio.Event()
+        request = Request(value=5)
+        with trio.move_on_after(1):
+            await fusion.submit(request)
+        # The caller gave up; the call is still in flight and lands.
+        assert call.in_flight == 1
+        call.gate = None
+        gate.set()
+        with trio.fail_after(3600):
+            await request.done.wait()
+        assert request.answer == 10
+        assert fusion.statistics().calls == 1
+
+
+def test_statistics_are_frozen():
+    stats = CallFusion[Request](FakeCall()).statistics()
+    assert stats == FusionStatistics(calls=0, requests=0, splits=0, waiting=0)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        stats.calls = 1  # type: ignore[misc]
