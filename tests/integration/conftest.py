@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -79,6 +80,14 @@ def database_url(admin_url: str) -> Iterator[str]:
     _run(execute_statements(admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
     yield with_database(admin_url, name)
     _run(execute_statements(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def cluster_path() -> Iterator[Path]:
+    """A fresh directory for a test's own cluster or broker data directory (never tmp_path:
+    tests/support/clusters.py says why)."""
+    with cluster_dir() as path:
+        yield path
 
 
 @pytest.fixture

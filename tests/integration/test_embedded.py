@@ -33,8 +33,9 @@ def postmaster_environment(server: EmbeddedPostgres) -> dict[str, str]:
     return dict(entry.split("=", 1) for entry in raw.decode().split("\0") if "=" in entry)
 
 
-async def test_the_cluster_admits_only_its_password_and_never_sees_the_brokers_secrets(tmp_path):
-    data_dir = tmp_path / "data"
+async def test_the_cluster_admits_only_its_password_and_never_sees_the_brokers_secrets(
+        cluster_path):
+    data_dir = cluster_path
     env = {"JWT_ENABLED": "true", "JWT_SECRET": "jwt-secret-value", "QUEEN_ENCRYPTION_KEY": KEY,
            "QUEEN_SOMETHING_ELSE": "queen-value", "PGPASSWORD": "", "PGPASSFILE": "/nonexistent"}
     async with broker_process(env, args=["--data-dir", str(data_dir)]):
@@ -58,8 +59,8 @@ async def test_the_cluster_admits_only_its_password_and_never_sees_the_brokers_s
         assert await trio.to_thread.run_sync(ask, url) == "postgres"
 
 
-def test_a_data_directory_of_an_earlier_version_is_upgraded_in_place(tmp_path):
-    server = EmbeddedPostgres(tmp_path / "data")
+def test_a_data_directory_of_an_earlier_version_is_upgraded_in_place(cluster_path):
+    server = EmbeddedPostgres(cluster_path)
     ask(server.start(), "CREATE TABLE kept AS SELECT 42 AS answer")
     server.stop()
     # Make it what an earlier version left: trust authentication and no password file.

@@ -9,20 +9,14 @@ import pytest
 import trio
 
 from queen_trio.storage.embedded import EmbeddedPostgres
-from tests.support.clusters import cluster_dir
 from tests.support.processes import broker_process
 
 SEED = {"items": [{"queue": "orders.created", "partition": "customer-42",
                    "transactionId": "order-8891-created", "payload": {"orderId": 8891}}]}
 
 
-@pytest.fixture
-def data_dir():
-    with cluster_dir(prefix="queen-test-data-") as path:
-        yield path
-
-
-async def test_serve_with_embedded_database_keeps_data_across_restarts(data_dir):
+async def test_serve_with_embedded_database_keeps_data_across_restarts(cluster_path):
+    data_dir = cluster_path
     async with broker_process(args=["--data-dir", str(data_dir)]) as (url, proc):
         async with httpx.AsyncClient(base_url=url) as client:
             r = await client.post("/api/v1/push", json=SEED)

@@ -11,13 +11,10 @@ import trio
 import trio_asyncio
 
 from queen_trio.broker import open_broker
-from queen_trio.push.spool import Spool
-from queen_trio.settings import ConfigError
 from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.storage.encryption import PayloadCipher
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
-from tests.support.clusters import cluster_dir
 from tests.support.db import db_execute
 from tests.support.processes import broker_process
 
@@ -25,15 +22,14 @@ KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 
 @pytest.fixture
-def private_postgres():
+def private_postgres(cluster_path):
     """A PostgreSQL of the test's own, which the test may stop and start."""
-    with cluster_dir() as folder:
-        server = EmbeddedPostgres(folder)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop(mode="immediate")
+    server = EmbeddedPostgres(cluster_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(mode="immediate")
 
 
 async def stop(server):
@@ -224,13 +220,3 @@ async def test_a_record_that_can_never_land_goes_to_failed(private_postgres, tmp
     assert [name for name, *_ in await stored(url, "f")] == ["fine"]
     reasons = list((spool_dir / "failed").glob("*.reason"))
     assert len(reasons) == 1 and "poisoned partition" in reasons[0].read_text()
-
-
-async def test_a_spool_directory_belongs_to_one_broker(tmp_path):
-    first = Spool(tmp_path)
-    await first.open()
-    try:
-        with pytest.raises(ConfigError, match="belongs to another running broker"):
-            await Spool(tmp_path).open()
-    finally:
-        await first.close()
