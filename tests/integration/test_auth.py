@@ -16,8 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from queen_trio.broker import open_broker
-from queen_trio.settings import AuthSettings, ConfigError
-from queen_trio.web.auth import Authenticator
+from queen_trio.settings import AuthSettings
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
 
@@ -226,48 +225,8 @@ async def test_auto_picks_the_algorithm_per_token(database_url):
             assert (await client.get("/api/v1/dlq", headers=bearer(t))).status_code == 200
 
 
-@pytest.mark.parametrize("env", [
-    {"JWT_ALGORITHM": "HS256"},
-    {"JWT_ALGORITHM": "RS256"},
-    {"JWT_ALGORITHM": "HS999", "JWT_SECRET": SECRET},
-    {"JWT_ALGORITHM": "RS256", "JWT_PUBLIC_KEY": "-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----"},
-    {"JWT_ALGORITHM": "RS256", "JWT_PUBLIC_KEY": "/no/such/key.pem"},
-    {"JWT_SECRET": SECRET, "JWT_CLOCK_SKEW": "soon"},
-])
-def test_misconfiguration_refuses_to_start(env):
-    with pytest.raises(ConfigError):
-        AuthSettings.from_env({"JWT_ENABLED": "true", **env})
-
-
-async def test_unreachable_jwks_refuses_to_start(database_url):
-    auth = AuthSettings.from_env({"JWT_ENABLED": "true", "JWT_ALGORITHM": "ES256",
-                                  "JWT_JWKS_URL": "http://127.0.0.1:1/jwks.json",
-                                  "JWT_JWKS_TIMEOUT_MS": "500"})
-    with pytest.raises(ConfigError, match="cannot be read"):
-        await Authenticator(auth).start()
-
-
-def test_auth_is_off_unless_enabled():
-    assert AuthSettings.from_env({"JWT_SECRET": SECRET}).enabled is False
-
-
 async def test_auto_without_a_public_key_refuses_asymmetric_tokens_with_401(database_url):
     private, _ = rsa_pem()
     async with authed_client(database_url, JWT_ALGORITHM="auto", JWT_SECRET=SECRET) as client:
         r = await client.get("/api/v1/dlq", headers=bearer(token(key=private, alg="RS256")))
         assert r.status_code == 401 and "no JWT_PUBLIC_KEY or JWT_JWKS_URL" in r.json()["error"]
-
-
-def test_boot_errors_name_their_cause(tmp_path):
-    import subprocess
-    import sys
-
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JWT_ENABLED": "true",
-           "JWT_ALGORITHM": "ES256", "JWT_JWKS_URL": "http://127.0.0.1:1/jwks.json",
-           "JWT_JWKS_TIMEOUT_MS": "300", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x",
-           "FILE_BUFFER_DIR": str(tmp_path / "spool")}
-    done = subprocess.run([sys.executable, "-m", "queen_trio", "serve", "--port", "1"],
-                          env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert "configuration error: JWT_JWKS_URL" in done.stderr
-    assert "ExceptionGroup" not in done.stderr

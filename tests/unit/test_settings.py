@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from queen_trio.settings import ConfigError, Settings
+from queen_trio.settings import ConfigError, Settings, database_url_from_env
 
 
 @pytest.mark.parametrize("raw", ["true", "TRUE", "1", " True "])
@@ -61,3 +63,20 @@ def test_a_flag_is_named_when_it_is_the_source() -> None:
         Settings.from_env({"PORT": "7000"}, port=0)
     with pytest.raises(ConfigError, match="PORT=70000 is out of range"):
         Settings.from_env({"PORT": "70000"})
+
+
+def test_database_url_from_env():
+    assert database_url_from_env({}) is None
+    assert database_url_from_env({"DATABASE_URL": "postgresql://x/y"}) == "postgresql://x/y"
+    assert database_url_from_env({"PG_HOST": "db", "PG_PASSWORD": "p@ss", "PG_DB": "queen"}) == (
+        "postgresql://postgres:p%40ss@db:5432/queen")
+
+
+def test_settings_from_env_and_errors():
+    s = Settings.from_env({"PORT": "7000", "QUEEN_V2_FUSION_HOLD_MS": "5", "DB_POOL_SIZE": "30",
+                           "QUEEN_DATA_DIR": "/tmp/q"})
+    assert (s.port, s.fusion_hold_ms, s.db_pool_size, s.data_dir) == (7000, 5.0, 30, Path("/tmp/q"))
+    with pytest.raises(ConfigError, match="PORT='abc'"):
+        Settings.from_env({"PORT": "abc"})
+    with pytest.raises(ConfigError, match="QUEEN_PUSH_SHARDS"):
+        Settings.from_env({"QUEEN_PUSH_SHARDS": "0"})
