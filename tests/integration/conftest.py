@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -74,12 +75,36 @@ def admin_url(embedded_postgres: EmbeddedPostgres | None) -> Iterator[str]:
     _run(execute_statements(url, f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)"))
 
 
+@contextmanager
+def new_database(admin_url: str, *, template: str | None = TEMPLATE) -> Iterator[str]:
+    """A database of its own (migrated: cloned from the template), dropped afterwards."""
+    name = f"queen_test_{os.getpid()}_{next(_counter)}"
+    clone = f" TEMPLATE {template}" if template else ""
+    _run(execute_statements(admin_url, f"CREATE DATABASE {name}{clone}"))
+    try:
+        yield with_database(admin_url, name)
+    finally:
+        _run(execute_statements(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
 @pytest.fixture
 def database_url(admin_url: str) -> Iterator[str]:
-    name = f"queen_test_{os.getpid()}_{next(_counter)}"
-    _run(execute_statements(admin_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
-    yield with_database(admin_url, name)
-    _run(execute_statements(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    with new_database(admin_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(admin_url: str) -> Iterator[str]:
+    """One migrated database for a whole module (tests that only read, or roll back)."""
+    with new_database(admin_url) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(admin_url: str) -> Iterator[str]:
+    """A database without the schema: no migration applied."""
+    with new_database(admin_url, template=None) as url:
+        yield url
 
 
 @pytest.fixture

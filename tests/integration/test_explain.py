@@ -1,0 +1,135 @@
+"""The hot queries read through their indexes: the claim, the dedup probe, the retention scans.
+
+These statements live inside plpgsql functions, so the plans are the ones PostgreSQL executed
+for the functions' own statements (auto_explain, tests/support/plans.py), on a database with
+enough rows that a sequential scan would be the planner's choice wherever no index serves:
+40 queues of 100 partitions, three groups each, 10 segments and 20 transaction ids per
+partition. The claim and the dedup probe are planned as they are in production; the retention
+pass with sequential scans priced out (the test says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import asyncpg
+import pytest
+
+from queen_trio.storage import frames
+from tests.support.plans import executed_plans, executions, seq_scans, uses_index
+
+# Deterministic data: every tenth partition of every group has something pending, a third of
+# the queues keep segments 60 s (retentionSeconds), a fifth evict after 60 s (maxWaitTime).
+POPULATE = [
+    """INSERT INTO queen.queues (name, retention_seconds, max_wait_time_seconds)
+       SELECT 'q' || n, CASE WHEN n % 3 = 0 THEN 60 ELSE 0 END,
+              CASE WHEN n % 5 = 0 THEN 60 ELSE 0 END
+         FROM generate_series(1, 40) n""",
+    """INSERT INTO queen.partitions (queue_id, name, next_offset, last_commit_at)
+       SELECT q.id, 'p' || n, 20, now() - interval '1 hour'
+         FROM queen.queues q, generate_series(1, 100) n""",
+    """INSERT INTO queen.subscriptions (queue_id, consumer_group)
+       SELECT q.id, g FROM queen.queues q, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g""",
+    """INSERT INTO queen.consumer_state (partition_id, consumer_group, queue_id, cursor_offset,
+                                        head_at)
+       SELECT p.id, s.consumer_group, p.queue_id, 10,
+              CASE WHEN split_part(p.name, 'p', 2)::integer % 10 = 0
+                   THEN now() - interval '2 hours' END
+         FROM queen.partitions p JOIN queen.subscriptions s ON s.queue_id = p.queue_id""",
+    """INSERT INTO queen.segments (partition_id, first_offset, message_count, created_at, frames,
+                                  frame_ends)
+       SELECT p.id, o * 2, 2, now() - interval '3 hours' + o * interval '1 minute', $1, $2
+         FROM queen.partitions p, generate_series(0, 9) o""",
+    """INSERT INTO queen.transaction_index (partition_id, transaction_id, message_offset,
+                                           created_at)
+       SELECT p.id, 'tx-' || o, o, now() - interval '1 minute'
+         FROM queen.partitions p, generate_series(0, 19) o""",
+    "ANALYZE",
+]
+
+
+def two_frames() -> tuple[bytes, list[int]]:
+    first = frames.pack(uuid.uuid4().bytes, b"tx-a", b'{"n":1}')
+    second = frames.pack(uuid.uuid4().bytes, b"tx-b", b'{"n":2}')
+    return first + second, [len(first), len(first) + len(second)]
+
+
+def plans_of(url: str, statement: str, *args: object, settings: tuple[str, ...] = ()):
+    async def run():
+        conn = await asyncpg.connect(url)
+        try:
+            return await executed_plans(conn, statement, *args, settings=settings)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def populated_url(module_database_url: str) -> Iterator[str]:
+    async def populate() -> None:
+        conn = await asyncpg.connect(module_database_url)
+        try:
+            segment, ends = two_frames()
+            for statement in POPULATE:
+                await conn.execute(statement, *((segment, ends) if "$1" in statement else ()))
+        finally:
+            await conn.close()
+
+    asyncio.run(populate())
+    yield module_database_url
+
+
+def test_the_claim_finds_pending_partitions_through_consumer_state_pending(populated_url):
+    plans, rows = plans_of(populated_url, "SELECT * FROM queen.pop_claim('q7', NULL, 'g1', 10, 1, "
+                           "gen_random_uuid(), false, 'all', NULL)")
+    (claimed,) = {r["partition_name"] for r in rows}
+    assert claimed in {f"p{n}" for n in range(10, 101, 10)}
+    (candidates,) = executions(plans, "FROM queen.consumer_state st",
+                               "FOR UPDATE OF st SKIP LOCKED")
+    assert uses_index(candidates, "consumer_state_pending"), candidates.describe()
+    assert not seq_scans(candidates), candidates.describe()
+
+
+def test_the_dedup_probe_reads_the_transaction_index_primary_key(populated_url):
+    segment, ends = two_frames()
+    plans, rows = plans_of(
+        populated_url,
+        "SELECT * FROM queen.push_bundle(ARRAY['q7'], ARRAY['p3'], ARRAY[false], ARRAY[true], "
+        "ARRAY[2], ARRAY[$1::bytea], $2::integer[], ARRAY['tx-3', 'new-1'])", segment, ends)
+    assert sorted((r["outcome"], r["item_no"]) for r in rows) == [("duplicate", 1),
+                                                                  ("queued", None)]
+    (probe,) = executions(plans, "FROM queen.transaction_index ti", "LIMIT 1) t ON true")
+    assert uses_index(probe, "transaction_index_pkey"), probe.describe()
+    # ... and the stored segment holding the original, through the segments' primary key.
+    assert uses_index(probe, "segments_pkey"), probe.describe()
+    assert not seq_scans(probe), probe.describe()
+
+
+def test_the_retention_scans_read_segments_and_consumer_state_through_their_indexes(
+        populated_url):
+    # Whether a bounded pass (LIMIT 1000) is cheaper as a sequential scan depends on the
+    # tables' sizes, so here the question is "can it use the index?": with sequential scans
+    # priced out, a statement that no index serves still scans sequentially.
+    plans, rows = plans_of(populated_url, "SELECT * FROM queen.retention_pass(NULL, 1000)",
+                           settings=("SET LOCAL enable_seqscan = off",))
+    (result,) = rows
+    assert result["expired"] == 1000 and result["evicted"] > 0
+    # retentionSeconds: the segments older than the queue's limit, by partition and time.
+    (expired,) = executions(plans, "WITH doomed AS", "q.retention_seconds > 0")
+    assert uses_index(expired, "segments_partition_time"), expired.describe()
+    assert "segments" not in seq_scans(expired), expired.describe()
+    # maxWaitTimeSeconds: the groups with something pending for too long.
+    (waiting,) = executions(plans, "FROM queen.consumer_state cs", "q.max_wait_time_seconds > 0")
+    assert uses_index(waiting, "consumer_state_pending"), waiting.describe()
+    assert "consumer_state" not in seq_scans(waiting), waiting.describe()
+    # ... and the segments of each such group: either index of the partition's segments.
+    for scan in executions(plans, "SELECT s.first_offset, s.message_count FROM queen.segments s"):
+        assert (uses_index(scan, "segments_pkey")
+                or uses_index(scan, "segments_partition_time")), scan.describe()
+    # Where a cursor lands (queen.head_after), every time it is asked.
+    for lookup in executions(plans, "SELECT s.created_at FROM queen.segments s",
+                             "s.first_offset > p_cursor"):
+        assert uses_index(lookup, "segments_pkey"), lookup.describe()
