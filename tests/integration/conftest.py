@@ -26,7 +26,7 @@ from queen_trio.storage.database import apply_migrations
 from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings, serve_on_port
-from tests.support.clusters import cluster_dir
+from tests.support.clusters import cluster_dir, running_cluster
 from tests.support.outage import execute_statements
 
 TEMPLATE = "queen_test_template"
@@ -55,13 +55,8 @@ def embedded_postgres() -> Iterator[EmbeddedPostgres | None]:
     if os.environ.get("QUEEN_TEST_DATABASE_URL"):
         yield None
         return
-    with cluster_dir() as folder:
-        server = EmbeddedPostgres(folder)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop(mode="immediate")
+    with cluster_dir() as folder, running_cluster(folder) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

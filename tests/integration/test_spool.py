@@ -11,10 +11,10 @@ import trio
 import trio_asyncio
 
 from queen_trio.broker import open_broker
-from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.storage.encryption import PayloadCipher
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
+from tests.support.clusters import running_cluster
 from tests.support.db import db_execute
 from tests.support.processes import broker_process
 
@@ -24,12 +24,8 @@ KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 @pytest.fixture
 def private_postgres(cluster_path):
     """A PostgreSQL of the test's own, which the test may stop and start."""
-    server = EmbeddedPostgres(cluster_path)
-    server.start()
-    try:
+    with running_cluster(cluster_path) as server:
         yield server
-    finally:
-        server.stop(mode="immediate")
 
 
 async def stop(server):

@@ -1,4 +1,4 @@
-"""Directories for the tests' embedded PostgreSQL clusters, outside pytest's temporary root.
+"""The tests' own embedded PostgreSQL clusters, in directories outside pytest's temporary root.
 
 Under root a cluster runs as its own user, which must traverse every parent of its data
 directory. pytest resets its temporary root to mode 0700 whenever a session starts, so a
@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from queen_trio.storage.embedded import EmbeddedPostgres
+
 
 @contextmanager
 def cluster_dir(prefix: str = "queen-test-pg-") -> Iterator[Path]:
@@ -23,3 +25,14 @@ def cluster_dir(prefix: str = "queen-test-pg-") -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def running_cluster(data_dir: Path) -> Iterator[EmbeddedPostgres]:
+    """A cluster started in `data_dir`, stopped (immediately) afterwards."""
+    server = EmbeddedPostgres(data_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(mode="immediate")

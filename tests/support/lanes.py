@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any
 
 import trio
@@ -13,6 +13,7 @@ from queen_trio import ids
 from queen_trio.push.bundle import PackedGroup, Segment, pack_group
 from queen_trio.push.items import Group, PushItem
 from queen_trio.push.lane import PushLane
+from tests.support.gates import Gate
 
 
 def push_item(transaction_id: str, *, queue: str = "q", partition: str = "p",
@@ -55,17 +56,11 @@ class FakePushBundle:
         self._originals: dict[tuple[str, str], tuple[int, int, bytes]] = {}
         # (partition, transaction id) of every stored message, in commit order.
         self.log: list[tuple[str, str]] = []
-        self._gate: trio.Event | None = None
+        self._gate = Gate()
         self._called = trio.Event()
 
-    @contextmanager
-    def held(self) -> Any:
-        gate = self._gate = trio.Event()
-        try:
-            yield
-        finally:
-            self._gate = None
-            gate.set()
+    def held(self) -> AbstractContextManager[None]:
+        return self._gate.held()
 
     async def wait_for_calls(self, count: int) -> None:
         while len(self.calls) < count:
@@ -85,8 +80,7 @@ class FakePushBundle:
             self.most_in_flight[seg.partition] = max(self.most_in_flight[seg.partition],
                                                      self.in_flight[seg.partition])
         try:
-            if self._gate is not None:
-                await self._gate.wait()
+            await self._gate.pass_through()
             await trio.lowlevel.checkpoint()
             if self.unreachable:
                 raise ConnectionRefusedError("connection refused (fake)")

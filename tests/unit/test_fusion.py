@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 
 import attrs
 import pytest
@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from queen_trio.consume.fusion import CallFusion, Fusable, FusionStatistics
+from tests.support.gates import Gate
 
 
 @attrs.define(eq=False)
@@ -25,22 +26,25 @@ class BadValue(Exception):
 
 class FakeCall:
     """Doubles each request's value in one call; a batch holding a negative value fails as a
-    bad statement would, and `unreachable` fails calls as a lost connection would."""
+    bad statement would, and `unreachable` fails calls as a lost connection would. `held()`
+    keeps calls in flight until the block ends."""
 
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
         self.in_flight = 0
         self.most_in_flight = 0
         self.unreachable = False
-        self.gate: trio.Event | None = None
+        self._gate = Gate()
+
+    def held(self) -> AbstractContextManager[None]:
+        return self._gate.held()
 
     async def __call__(self, batch: list[Request]) -> None:
         self.batches.append([r.value for r in batch])
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            if self.gate is not None:
-                await self.gate.wait()
+            await self._gate.pass_through()
             await trio.lowlevel.checkpoint()
             if self.unreachable:
                 raise ConnectionResetError("connection reset (fake)")
@@ -61,9 +65,10 @@ async def running(call: FakeCall, *, callers: int = 1) -> AsyncIterator[CallFusi
         nursery.cancel_scope.cancel()
 
 
-async def submit_all(nursery: trio.Nursery, fusion: CallFusion[Request],
-                     requests: list[Request]) -> dict[int, BaseException]:
-    """Submit each request from a task of its own; the failures, by value."""
+async def submit_in_turn(fusion: CallFusion[Request], call: FakeCall,
+                         *waves: list[Request]) -> dict[int, BaseException]:
+    """Submit each wave of requests (a task each) while the calls of the earlier waves are
+    held in flight; return once every request settled, with the failures by value."""
     failures: dict[int, BaseException] = {}
 
     async def one(request: Request) -> None:
@@ -72,8 +77,12 @@ async def submit_all(nursery: trio.Nursery, fusion: CallFusion[Request],
         except Exception as exc:
             failures[request.value] = exc
 
-    for request in requests:
-        nursery.start_soon(one, request)
+    async with trio.open_nursery() as nursery:
+        with call.held():
+            for wave in waves:
+                for request in wave:
+                    nursery.start_soon(one, request)
+                await trio.testing.wait_all_tasks_blocked()
     return failures
 
 
@@ -91,15 +100,8 @@ async def test_a_lone_request_is_called_at_once(autojump_clock):
 async def test_requests_arriving_during_a_call_share_the_next_one(autojump_clock):
     call = FakeCall()
     async with running(call) as fusion:
-        gate = call.gate = trio.Event()
-        async with trio.open_nursery() as nursery:
-            await submit_all(nursery, fusion, [Request(value=1)])
-            await trio.testing.wait_all_tasks_blocked()
-            later = [Request(value=v) for v in (2, 3, 4)]
-            await submit_all(nursery, fusion, later)
-            await trio.testing.wait_all_tasks_blocked()
-            call.gate = None
-            gate.set()
+        later = [Request(value=v) for v in (2, 3, 4)]
+        assert await submit_in_turn(fusion, call, [Request(value=1)], later) == {}
         assert [r.answer for r in later] == [4, 6, 8]
         assert call.batches[0] == [1]
         assert sorted(call.batches[1]) == [2, 3, 4]
@@ -110,14 +112,13 @@ async def test_requests_arriving_during_a_call_share_the_next_one(autojump_clock
 async def test_each_caller_keeps_one_call_in_flight(autojump_clock):
     call = FakeCall()
     async with running(call, callers=2) as fusion:
-        gate = call.gate = trio.Event()
         async with trio.open_nursery() as nursery:
-            for value in range(6):
-                await submit_all(nursery, fusion, [Request(value=value)])
-                await trio.testing.wait_all_tasks_blocked()
-            assert fusion.statistics().waiting == 4
-            call.gate = None
-            gate.set()
+            with call.held():
+                for value in range(6):
+                    nursery.start_soon(fusion.submit, Request(value=value))
+                    await trio.testing.wait_all_tasks_blocked()
+                # Two calls in flight; the other four requests wait for the next ones.
+                assert fusion.statistics().waiting == 4
     assert call.most_in_flight == 2
     assert sorted(v for batch in call.batches for v in batch) == list(range(6))
 
@@ -125,38 +126,26 @@ async def test_each_caller_keeps_one_call_in_flight(autojump_clock):
 async def test_a_failed_fused_call_is_split_so_only_the_bad_request_fails(autojump_clock):
     call = FakeCall()
     async with running(call) as fusion:
-        gate = call.gate = trio.Event()
-        async with trio.open_nursery() as nursery:
-            await submit_all(nursery, fusion, [Request(value=0)])
-            await trio.testing.wait_all_tasks_blocked()
-            later = [Request(value=v) for v in (1, -1, 2)]
-            failures = await submit_all(nursery, fusion, later)
-            await trio.testing.wait_all_tasks_blocked()
-            call.gate = None
-            gate.set()
+        later = [Request(value=v) for v in (1, -1, 2)]
+        failures = await submit_in_turn(fusion, call, [Request(value=0)], later)
         assert [r.answer for r in later] == [2, None, 4]
         assert list(failures) == [-1]
         assert isinstance(failures[-1], BadValue)
         assert fusion.statistics().splits == 1
         # The fused call, then each of its requests alone.
-        assert [sorted(b) for b in call.batches[1:]] == [[-1, 1, 2], *([v] for v in
-                                                                        call.batches[1])]
+        fused, *alone = call.batches[1:]
+        assert sorted(fused) == [-1, 1, 2]
+        assert alone == [[v] for v in fused]
 
 
 async def test_a_connection_failure_fails_the_whole_call_without_splitting(autojump_clock):
     call = FakeCall()
+    call.unreachable = True
     async with running(call) as fusion:
-        gate = call.gate = trio.Event()
-        async with trio.open_nursery() as nursery:
-            first = await submit_all(nursery, fusion, [Request(value=0)])
-            await trio.testing.wait_all_tasks_blocked()
-            call.unreachable = True
-            later = await submit_all(nursery, fusion, [Request(value=v) for v in (1, 2)])
-            await trio.testing.wait_all_tasks_blocked()
-            call.gate = None
-            gate.set()
-        assert {**first, **later}.keys() == {0, 1, 2}
-        assert all(isinstance(exc, ConnectionResetError) for exc in later.values())
+        failures = await submit_in_turn(fusion, call, [Request(value=0)],
+                                        [Request(value=v) for v in (1, 2)])
+        assert failures.keys() == {0, 1, 2}
+        assert all(isinstance(exc, ConnectionResetError) for exc in failures.values())
         assert len(call.batches) == 2
         assert fusion.statistics() == FusionStatistics(calls=0, requests=3, splits=0,
                                                        waiting=0)
@@ -165,14 +154,12 @@ async def test_a_connection_failure_fails_the_whole_call_without_splitting(autoj
 async def test_a_cancelled_request_does_not_cancel_its_call(autojump_clock):
     call = FakeCall()
     async with running(call) as fusion:
-        gate = call.gate = trio.Event()
         request = Request(value=5)
-        with trio.move_on_after(1):
-            await fusion.submit(request)
-        # The caller gave up; the call is still in flight and lands.
-        assert call.in_flight == 1
-        call.gate = None
-        gate.set()
+        with call.held():
+            with trio.move_on_after(1):
+                await fusion.submit(request)
+            # The caller gave up; the call is still in flight, and lands.
+            assert call.in_flight == 1
         with trio.fail_after(3600):
             await request.done.wait()
         assert request.answer == 10

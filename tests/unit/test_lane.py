@@ -25,14 +25,31 @@ async def settled(*groups):
     return [packed.outcome for packed in groups]
 
 
+async def push(lane, *groups):
+    """Submit the groups; their outcomes once settled."""
+    for packed in groups:
+        lane.submit(packed)
+    return await settled(*groups)
+
+
+async def submit_during_a_flush(lane, store, first, *waiting):
+    """Submit `first`, then `waiting` while first's bundle is in flight; let it land once every
+    flusher has handed the shard what it could."""
+    with store.held():
+        lane.submit(first)
+        await store.wait_for_calls(1)
+        for packed in waiting:
+            lane.submit(packed)
+        await trio.testing.wait_all_tasks_blocked()
+
+
 async def test_a_lone_group_dispatches_on_arrival(autojump_clock):
     store = FakePushBundle()
     # A 60 s backstop tick and a 600 s idle timeout: neither may delay the push.
     async with running_lane(store, tick_seconds=60, idle_seconds=600) as lane:
         started = trio.current_time()
         packed = packed_group("a")
-        lane.submit(packed)
-        assert await settled(packed) == [Outcome.QUEUED]
+        assert await push(lane, packed) == [Outcome.QUEUED]
         assert trio.current_time() == started
         assert store.calls == [[("p", ["a"])]]
         assert packed.writers[0].outcome is Outcome.QUEUED
@@ -42,21 +59,18 @@ async def test_a_group_arriving_while_the_shard_waits_for_its_tick_goes_at_once(
     store = FakePushBundle()
     async with running_lane(store, tick_seconds=60) as lane:
         first = packed_group("a")
-        lane.submit(first)
-        await settled(first)
+        await push(lane, first)
         # The shard now waits up to its tick for more; a group in the middle is not held.
         await trio.sleep(10)
         arrived = trio.current_time()
         second = packed_group("b")
-        lane.submit(second)
-        await settled(second)
+        await push(lane, second)
         assert trio.current_time() == arrived
         # Long after the tick found nothing (the shard idles): still no wait.
         await trio.sleep(1000)
         arrived = trio.current_time()
         third = packed_group("c")
-        lane.submit(third)
-        await settled(third)
+        await push(lane, third)
         assert trio.current_time() == arrived
     assert store.committed() == ["a", "b", "c"]
 
@@ -66,12 +80,8 @@ async def test_groups_arriving_during_a_flush_are_fused_into_the_next_segment_in
     store = FakePushBundle()
     async with running_lane(store) as lane:
         first = packed_group("a")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            waiting = [packed_group("b", "c"), packed_group("d"), packed_group("e")]
-            for packed in waiting:
-                lane.submit(packed)
+        waiting = [packed_group("b", "c"), packed_group("d"), packed_group("e")]
+        await submit_during_a_flush(lane, store, first, *waiting)
         assert await settled(first, *waiting) == [Outcome.QUEUED] * 4
         assert store.calls == [[("p", ["a"])], [("p", ["b", "c", "d", "e"])]]
         assert lane.statistics().fused_groups == 3
@@ -82,12 +92,8 @@ async def test_groups_packed_under_other_assumptions_are_not_fused(autojump_cloc
     store = FakePushBundle()
     async with running_lane(store) as lane:
         first = packed_group("a")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            waiting = [packed_group("b"), packed_group("c", dedup=False), packed_group("d")]
-            for packed in waiting:
-                lane.submit(packed)
+        waiting = [packed_group("b"), packed_group("c", dedup=False), packed_group("d")]
+        await submit_during_a_flush(lane, store, first, *waiting)
         await settled(first, *waiting)
     # Consecutive groups of the same assumptions fuse; the order is kept across the runs.
     assert store.calls == [[("p", ["a"])], [("p", ["b"])], [("p", ["c"])], [("p", ["d"])]]
@@ -96,13 +102,8 @@ async def test_groups_packed_under_other_assumptions_are_not_fused(autojump_cloc
 async def test_a_fused_segment_resolves_a_repeated_transaction_id_first_wins(autojump_clock):
     store = FakePushBundle()
     async with running_lane(store) as lane:
-        first = packed_group("a")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            earlier, later = packed_group("x"), packed_group("x", "y")
-            lane.submit(earlier)
-            lane.submit(later)
+        first, earlier, later = packed_group("a"), packed_group("x"), packed_group("x", "y")
+        await submit_during_a_flush(lane, store, first, earlier, later)
         await settled(first, earlier, later)
     assert store.calls[1] == [("p", ["x", "y"])]
     winner, repeat = earlier.group.items[0], later.group.items[0]
@@ -133,14 +134,8 @@ async def test_a_shard_bundles_every_ready_segment(autojump_clock):
     store = FakePushBundle()
     async with running_lane(store, shards=1) as lane:
         first = packed_group("a", partition="p0")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            waiting = [packed_group(f"b{n}", partition=f"p{n}") for n in (1, 2, 3)]
-            for packed in waiting:
-                lane.submit(packed)
-            # Let every flusher hand its segment to the shard while the bundle is in flight.
-            await trio.testing.wait_all_tasks_blocked()
+        waiting = [packed_group(f"b{n}", partition=f"p{n}") for n in (1, 2, 3)]
+        await submit_during_a_flush(lane, store, first, *waiting)
         await settled(first, *waiting)
         # One bundle for the three ready segments (flushers run in no set order).
         assert [sorted(call) for call in store.calls] == [
@@ -165,8 +160,7 @@ async def test_the_backstop_tick_rechecks_once_after_activity_then_the_shard_blo
     store = FakePushBundle()
     async with running_lane(store, tick_seconds=5, idle_seconds=10_000) as lane:
         packed = packed_group("a")
-        lane.submit(packed)
-        await settled(packed)
+        await push(lane, packed)
         committed_at = trio.current_time()
         steps = ShardSteps()
         trio.lowlevel.add_instrument(steps)
@@ -182,8 +176,7 @@ async def test_an_idle_flusher_retires_and_is_recreated(autojump_clock):
     store = FakePushBundle()
     async with running_lane(store, idle_seconds=5) as lane:
         first = packed_group("a")
-        lane.submit(first)
-        await settled(first)
+        await push(lane, first)
         assert lane.statistics().active_flushers == 1
         await trio.sleep(4)
         assert lane.statistics().active_flushers == 1
@@ -201,15 +194,10 @@ async def test_a_failed_bundle_is_split_and_only_the_bad_segment_fails(autojump_
     store.poison = {"bad"}
     async with running_lane(store, shards=1) as lane:
         first = packed_group("a", partition="p0")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            good1 = packed_group("g1", partition="p1")
-            bad = packed_group("bad", partition="p2")
-            good2 = packed_group("g2", partition="p3")
-            for packed in (good1, bad, good2):
-                lane.submit(packed)
-            await trio.testing.wait_all_tasks_blocked()
+        good1 = packed_group("g1", partition="p1")
+        bad = packed_group("bad", partition="p2")
+        good2 = packed_group("g2", partition="p3")
+        await submit_during_a_flush(lane, store, first, good1, bad, good2)
         outcomes = await settled(good1, bad, good2)
         assert outcomes == [Outcome.QUEUED, Outcome.FAILED, Outcome.QUEUED]
         split_bundle, *alone = store.calls[1:]
@@ -227,12 +215,8 @@ async def test_a_failed_fused_segment_is_retried_group_by_group(autojump_clock):
     store.poison = {"bad"}
     async with running_lane(store) as lane:
         first = packed_group("a")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            waiting = [packed_group("g1"), packed_group("bad", "g2"), packed_group("g3")]
-            for packed in waiting:
-                lane.submit(packed)
+        waiting = [packed_group("g1"), packed_group("bad", "g2"), packed_group("g3")]
+        await submit_during_a_flush(lane, store, first, *waiting)
         outcomes = await settled(*waiting)
     assert outcomes == [Outcome.QUEUED, Outcome.FAILED, Outcome.QUEUED]
     assert store.calls[1:] == [[("p", ["g1", "bad", "g2", "g3"])],
@@ -245,15 +229,10 @@ async def test_a_failed_fused_segment_is_retried_group_by_group(autojump_clock):
 async def test_a_connection_failure_answers_unavailable_without_splitting(autojump_clock):
     store = FakePushBundle()
     async with running_lane(store, shards=1) as lane:
+        store.unreachable = True
         first = packed_group("a", partition="p0")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            store.unreachable = True
-            waiting = [packed_group("b", partition="p1"), packed_group("c", partition="p2")]
-            for packed in waiting:
-                lane.submit(packed)
-            await trio.testing.wait_all_tasks_blocked()
+        waiting = [packed_group("b", partition="p1"), packed_group("c", partition="p2")]
+        await submit_during_a_flush(lane, store, first, *waiting)
         outcomes = await settled(first, *waiting)
         assert outcomes == [Outcome.UNAVAILABLE] * 3
         # The shard did not retry segment by segment: the database is down for all of them.
@@ -295,15 +274,10 @@ async def test_statistics_count_segments_bundles_fusions_splits_and_failures(aut
             active_flushers=0, segments=0, bundles=0, fused_groups=0, bundle_splits=0,
             failed_segments=0)
         first = packed_group("a", partition="p0")
-        with store.held():
-            lane.submit(first)
-            await store.wait_for_calls(1)
-            # b and c wait for a's flush on p0 (fused); d and bad are ready for the next bundle.
-            fused = [packed_group("b", partition="p0"), packed_group("c", partition="p0")]
-            others = [packed_group("d", partition="p1"), packed_group("bad", partition="p2")]
-            for packed in (*fused, *others):
-                lane.submit(packed)
-            await trio.testing.wait_all_tasks_blocked()
+        # b and c wait for a's flush on p0 (fused); d and bad are ready for the next bundle.
+        fused = [packed_group("b", partition="p0"), packed_group("c", partition="p0")]
+        others = [packed_group("d", partition="p1"), packed_group("bad", partition="p2")]
+        await submit_during_a_flush(lane, store, first, *fused, *others)
         await settled(first, *fused, *others)
         stats = lane.statistics()
     # Committed: [a], [d] and [b+c]; [d, bad] failed, was split, and bad failed alone.
