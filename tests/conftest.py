@@ -25,15 +25,38 @@ import trio
 HARD_STOP_GRACE_SECONDS = 30
 
 
+HARD_STOP = pytest.StashKey[threading.Timer]()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     if item.get_closest_marker("trio") is None:
         return None  # pytest-timeout's own timer
     run = functools.partial(run_with_deadline, settings.timeout)
     item.add_marker(pytest.mark.trio(run=run), append=False)
-    hard_stop = settings._replace(method="thread",
-                                  timeout=settings.timeout + HARD_STOP_GRACE_SECONDS)
-    return pytest_timeout.pytest_timeout_set_timer(item, hard_stop)  # type: ignore[no-any-return]
+    hard_stop = threading.Timer(settings.timeout + HARD_STOP_GRACE_SECONDS, stop_the_session,
+                                (item, settings))
+    hard_stop.daemon = True
+    item.stash[HARD_STOP] = hard_stop
+    hard_stop.start()
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+    hard_stop = item.stash.get(HARD_STOP, None)
+    if hard_stop is None:
+        return None  # pytest-timeout's own timer
+    hard_stop.cancel()
+    del item.stash[HARD_STOP]
+    return True
+
+
+def stop_the_session(item: pytest.Item, settings: Any) -> None:
+    item.config.get_terminal_writer().line(
+        f"\n{item.nodeid} still runs {HARD_STOP_GRACE_SECONDS} s after its Trio run was "
+        "cancelled (it ignores cancellation): every thread's stack, then the session ends")
+    pytest_timeout.timeout_timer(item, settings)
 
 
 def run_with_deadline(seconds: float, async_fn: Callable[[], Awaitable[Any]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import trio
 
 from queen_trio import ids
+from queen_trio.errors import Overloaded
 from queen_trio.push.bundle import PackedGroup, Segment, pack_group
 from queen_trio.push.items import Group, PushItem
 from queen_trio.push.lane import PushLane
@@ -42,18 +44,20 @@ class FakePushBundle:
 
     `calls` records every bundle attempted, as [(partition, [transaction ids])] per call.
     `poison` makes a bundle holding one of its ids raise; `unreachable` makes every call fail
-    as a connection failure would; `held()` keeps calls waiting until the block ends.
+    as a connection failure would, `overloaded` as a full pool would; `held()` keeps calls
+    waiting until the block ends.
     """
 
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, list[str]]]] = []
         self.poison: set[str] = set()
         self.unreachable = False
+        self.overloaded = False
         self.in_flight: collections.Counter[str] = collections.Counter()
         self.most_in_flight: collections.Counter[str] = collections.Counter()
         self._next_offset: collections.Counter[str] = collections.Counter()
-        # (partition, transaction id) -> (offset, first offset and frames of its segment)
-        self._originals: dict[tuple[str, str], tuple[int, int, bytes]] = {}
+        # (partition, transaction id) -> (offset, message id) of the stored original
+        self._originals: dict[tuple[str, str], tuple[int, Any]] = {}
         # (partition, transaction id) of every stored message, in commit order.
         self.log: list[tuple[str, str]] = []
         self._gate = Gate()
@@ -84,6 +88,8 @@ class FakePushBundle:
             await trio.lowlevel.checkpoint()
             if self.unreachable:
                 raise ConnectionRefusedError("connection refused (fake)")
+            if self.overloaded:
+                raise Overloaded("no connection free in the pool (fake)")
             if any(i.transaction_id in self.poison for s in segments for i in s.writers):
                 raise PoisonedSegment("poisoned transaction id")
             return self._store(segments)
@@ -94,42 +100,36 @@ class FakePushBundle:
     def _store(self, segments: list[Segment]) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for number, seg in enumerate(segments, start=1):
-            first = self._next_offset[seg.partition]
-            kept: list[tuple[PushItem, bytes]] = []
-            for item_no, (item, frame) in enumerate(zip(seg.writers, seg.frames, strict=True),
-                                                     start=1):
+            first = offset = self._next_offset[seg.partition]
+            for item_no, item in enumerate(seg.writers, start=1):
                 original = self._originals.get((seg.partition, item.transaction_id))
                 if seg.dedup and original is not None:
-                    offset, stored_first, stored_frames = original
                     rows.append(_row(number, seg, "duplicate", item_no=item_no,
-                                     ref_offset=offset, ref_first_offset=stored_first,
-                                     ref_frames=stored_frames))
-                else:
-                    kept.append((item, frame))
-            frames = b"".join(frame for _, frame in kept)
-            for offset, (item, _) in enumerate(kept, start=first):
+                                     ref_offset=original[0], ref_message_id=original[1]))
+                    continue
                 self._originals.setdefault((seg.partition, item.transaction_id),
-                                           (offset, first, frames))
+                                           (offset, item.message_id))
                 self.log.append((seg.partition, item.transaction_id))
-            self._next_offset[seg.partition] += len(kept)
+                offset += 1
+            self._next_offset[seg.partition] = offset
             rows.append(_row(number, seg, "queued", ref_offset=first))
         return rows
 
 
 def _row(segment_no: int, seg: Segment, outcome: str, *, item_no: int | None = None,
-         ref_offset: int | None = None, ref_first_offset: int | None = None,
-         ref_frames: bytes | None = None) -> dict[str, Any]:
+         ref_offset: int | None = None, ref_message_id: Any = None) -> dict[str, Any]:
     return {"segment_no": segment_no, "item_no": item_no, "outcome": outcome,
             "partition_id": f"id-{seg.partition}", "ref_offset": ref_offset,
-            "ref_first_offset": ref_first_offset, "ref_frames": ref_frames}
+            "ref_message_id": ref_message_id}
 
 
 @asynccontextmanager
 async def running_lane(store: FakePushBundle, *, shards: int = 1, tick_seconds: float = 60,
-                       idle_seconds: float = 600) -> AsyncIterator[PushLane]:
+                       idle_seconds: float = 600,
+                       deadline_seconds: float = math.inf) -> AsyncIterator[PushLane]:
     """A lane on the fake, running; leaving closes it and waits until it drained."""
     lane = PushLane(store.commit, shards=shards, tick_seconds=tick_seconds,
-                    idle_seconds=idle_seconds)
+                    idle_seconds=idle_seconds, deadline_seconds=deadline_seconds)
     async with trio.open_nursery() as nursery:
         await nursery.start(lane.run)
         yield lane

@@ -1,12 +1,12 @@
-"""The packed frame (storage/frames.py): layout, round trips, slices, and the byte offsets
-that the SQL side (queen.dead_letter, migration 0004) reads."""
+"""The packed frame (storage/frames.py): layout, round trips, the pop's field reader, and the
+byte offsets that the SQL side (queen.dead_letter, migration 0004) reads."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
-import pytest
-
+from queen_trio import ids
 from queen_trio.storage import frames
 
 MID = uuid.UUID("0190a8f2-8b7c-7def-8123-456789abcdef")
@@ -56,25 +56,44 @@ def test_lengths_are_bytes_not_characters():
     assert frame.payload == payload
 
 
-def test_a_segment_unpacks_in_order_and_slices_by_index():
-    segment = b"".join(pack(i, trace=i % 2 == 1, sub="s" if i == 2 else "") for i in range(5))
-    every = list(frames.unpack(segment))
-    assert [f.transaction_id for f in every] == [f"tx-{i}" for i in range(5)]
-    assert list(frames.unpack_slice(segment, 1, 3)) == every[1:4]
-    assert list(frames.unpack_slice(segment, 3, 10)) == every[3:]
-    assert list(frames.unpack_slice(segment, 5, 1)) == []
-    assert frames.frame_at(segment, 4) == every[4]
-    with pytest.raises(IndexError):
-        frames.frame_at(segment, 5)
+def ends_of(*packed: bytes) -> list[int]:
+    return list(itertools.accumulate(len(f) for f in packed))
 
 
-def test_fields_slice_gives_the_text_forms_of_unpack():
-    segment = b"".join(pack(i, trace=i == 1, sub="svc" if i == 2 else "", encrypted=i == 3)
-                       for i in range(4))
+def test_a_segment_unpacks_in_order():
+    packed = [pack(i, trace=i % 2 == 1, sub="s" if i == 2 else "") for i in range(5)]
+    assert [f.transaction_id for f in frames.unpack(b"".join(packed))] == [
+        f"tx-{i}" for i in range(5)]
+
+
+def test_fields_between_gives_the_text_forms_of_unpack():
+    packed = [pack(i, trace=i == 1, sub="svc" if i == 2 else "", encrypted=i == 3)
+              for i in range(4)]
+    segment = b"".join(packed)
     expected = [(str(f.message_id), f.transaction_id, f.trace_id and str(f.trace_id),
                  f.producer_sub, f.encrypted, f.payload) for f in frames.unpack(segment)]
-    assert list(frames.fields_slice(segment, 0, 4)) == expected
-    assert list(frames.fields_slice(segment, 2, 5)) == expected[2:]
+    assert list(frames.fields_between(segment, ends_of(*packed))) == expected
+
+
+def test_a_frame_that_does_not_parse_is_undecodable_and_the_next_still_reads():
+    good, bad, last = pack(0), bytearray(pack(1)), pack(2)
+    bad[-8:] = b""  # the header still claims the whole payload
+    bad_utf8 = frames.pack(uuid.UUID(int=MID.int + 3).bytes, b"\xff\xfe", b"1")
+    segment = b"".join([good, bytes(bad), last, bad_utf8])
+    read = list(frames.fields_between(segment, ends_of(good, bytes(bad), last, bad_utf8)))
+    assert read[0][1] == "tx-0" and read[2][1] == "tx-2"
+    assert read[1] == frames.Undecodable(
+        str(uuid.UUID(int=MID.int + 1)), None,
+        "undecodable frame: its header disagrees with its length")
+    assert isinstance(read[3], frames.Undecodable)
+    assert read[3].message_id == str(uuid.UUID(int=MID.int + 3))
+    assert read[3].reason.startswith("undecodable frame: ")
+
+
+def test_a_frame_cut_before_its_id_has_the_zero_id():
+    (read,) = frames.fields_between(pack(0)[:10], [10])
+    assert isinstance(read, frames.Undecodable)
+    assert read.message_id == ids.ZERO_UUID
 
 
 def test_uuid_text_is_the_canonical_form():

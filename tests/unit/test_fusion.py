@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from queen_trio.consume.fusion import CallFusion, Fusable, FusionStatistics
+from queen_trio.errors import DatabaseUnavailable, Overloaded
 from tests.support.gates import Gate
 
 
@@ -151,19 +152,57 @@ async def test_a_connection_failure_fails_the_whole_call_without_splitting(autoj
                                                        waiting=0)
 
 
-async def test_a_cancelled_request_does_not_cancel_its_call(autojump_clock):
+async def test_a_cancelled_caller_still_waits_for_its_answer(autojump_clock):
     call = FakeCall()
     async with running(call) as fusion:
         request = Request(value=5)
-        with call.held():
+
+        async def hold_the_call_for(seconds: float) -> None:
+            with call.held():
+                await trio.sleep(seconds)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold_the_call_for, 6)
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
             with trio.move_on_after(1):
                 await fusion.submit(request)
-            # The caller gave up; the call is still in flight, and lands.
-            assert call.in_flight == 1
-        with trio.fail_after(3600):
-            await request.done.wait()
+        # Leaving at 1 s would have orphaned what the call does: the caller stayed until the
+        # call landed.
+        assert trio.current_time() - started == 6
         assert request.answer == 10
         assert fusion.statistics().calls == 1
+
+
+async def test_a_call_past_its_deadline_fails_its_requests_as_unavailable(autojump_clock):
+    call = FakeCall()
+    fusion = CallFusion[Request](call, callers=1, deadline_seconds=5)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fusion.run)
+        request = Request(value=1)
+        started = trio.current_time()
+        with call.held(), pytest.raises(DatabaseUnavailable, match="longer than its deadline"):
+            await fusion.submit(request)
+        assert trio.current_time() - started == 5
+        assert request.answer is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_past_max_waiting_a_request_is_refused_at_once(autojump_clock):
+    call = FakeCall()
+    fusion = CallFusion[Request](call, callers=1, max_waiting=2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fusion.run)
+        with call.held():
+            for value in range(3):  # one in flight, two waiting
+                nursery.start_soon(fusion.submit, Request(value=value))
+                await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(Overloaded, match="too many requests waiting"):
+                await fusion.submit(Request(value=9))
+            assert fusion.statistics().requests == 3
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(v for batch in call.batches for v in batch) == [0, 1, 2]
+        nursery.cancel_scope.cancel()
 
 
 def test_statistics_are_frozen():

@@ -244,6 +244,49 @@ async def test_a_connection_failure_answers_unavailable_without_splitting(autoju
         assert lane.statistics().bundle_splits == 0
 
 
+async def test_an_overloaded_pool_answers_overloaded_without_splitting(autojump_clock):
+    store = FakePushBundle()
+    store.overloaded = True
+    async with running_lane(store, shards=1) as lane:
+        first = packed_group("a", partition="p0")
+        waiting = [packed_group("b", partition="p1"), packed_group("c", partition="p2")]
+        await submit_during_a_flush(lane, store, first, *waiting)
+        assert await settled(first, *waiting) == [Outcome.OVERLOADED] * 3
+        assert len(store.calls) == 2
+        assert waiting[0].group.items[0].error == (
+            "broker overloaded: no connection free in the pool (fake)")
+        assert lane.statistics().bundle_splits == 0
+
+
+async def test_a_commit_past_its_deadline_answers_unavailable(autojump_clock):
+    store = FakePushBundle()
+    async with running_lane(store, deadline_seconds=30) as lane:
+        packed = packed_group("a")
+        with store.held():
+            started = trio.current_time()
+            assert await push(lane, packed) == [Outcome.UNAVAILABLE]
+            assert trio.current_time() - started == 30
+        # Whether it landed is unknown: the publisher spools it, and the replay finds out.
+        assert packed.group.items[0].error == (
+            "database connection unavailable: the commit took longer than its deadline")
+        # The shard goes on with the next bundle.
+        assert await push(lane, packed_group("b")) == [Outcome.QUEUED]
+
+
+async def test_pending_bytes_count_what_is_accepted_and_not_settled(autojump_clock):
+    store = FakePushBundle()
+    async with running_lane(store) as lane:
+        groups = [packed_group("a", "b"), packed_group("c", partition="p2")]
+        with store.held():
+            for packed in groups:
+                lane.submit(packed)
+            await trio.testing.wait_all_tasks_blocked()
+            assert lane.statistics().pending_bytes == sum(
+                len(frame) for packed in groups for frame in packed.frames)
+        await settled(*groups)
+        assert lane.statistics().pending_bytes == 0
+
+
 async def test_close_drains_every_accepted_group_and_refuses_new_ones(autojump_clock):
     store = FakePushBundle()
     groups = []
@@ -271,8 +314,8 @@ async def test_statistics_count_segments_bundles_fusions_splits_and_failures(aut
     store.poison = {"bad"}
     async with running_lane(store, shards=1) as lane:
         assert lane.statistics() == LaneStatistics(
-            active_flushers=0, segments=0, bundles=0, fused_groups=0, bundle_splits=0,
-            failed_segments=0)
+            active_flushers=0, pending_bytes=0, segments=0, bundles=0, fused_groups=0,
+            bundle_splits=0, failed_segments=0)
         first = packed_group("a", partition="p0")
         # b and c wait for a's flush on p0 (fused); d and bad are ready for the next bundle.
         fused = [packed_group("b", partition="p0"), packed_group("c", partition="p0")]
@@ -284,7 +327,7 @@ async def test_statistics_count_segments_bundles_fusions_splits_and_failures(aut
     assert [sorted(call) for call in store.calls] == [
         [("p0", ["a"])], [("p1", ["d"]), ("p2", ["bad"])], *store.calls[2:4],
         [("p0", ["b", "c"])]]
-    assert stats == LaneStatistics(active_flushers=3, segments=3, bundles=3, fused_groups=2,
-                                   bundle_splits=1, failed_segments=1)
+    assert stats == LaneStatistics(active_flushers=3, pending_bytes=0, segments=3, bundles=3,
+                                   fused_groups=2, bundle_splits=1, failed_segments=1)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         stats.segments = 0  # type: ignore[misc]

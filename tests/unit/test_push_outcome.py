@@ -15,7 +15,7 @@ def test_only_four_statuses_reach_the_wire():
     assert {o: o.wire for o in Outcome} == {
         Outcome.PENDING: "failed", Outcome.QUEUED: "queued", Outcome.DUPLICATE: "duplicate",
         Outcome.BUFFERED: "buffered", Outcome.STALE: "failed", Outcome.FULL: "failed",
-        Outcome.UNAVAILABLE: "failed", Outcome.FAILED: "failed"}
+        Outcome.UNAVAILABLE: "failed", Outcome.OVERLOADED: "failed", Outcome.FAILED: "failed"}
 
 
 @pytest.mark.parametrize(("outcomes", "status"), [
@@ -23,6 +23,7 @@ def test_only_four_statuses_reach_the_wire():
     ([Outcome.QUEUED, Outcome.DUPLICATE, Outcome.BUFFERED], 201),
     ([Outcome.QUEUED, Outcome.FULL], 429),
     ([Outcome.FULL, Outcome.UNAVAILABLE], 503),
+    ([Outcome.QUEUED, Outcome.OVERLOADED], 503),
     ([Outcome.UNAVAILABLE, Outcome.FAILED], 500),
     ([Outcome.QUEUED, Outcome.STALE], 500),
     ([Outcome.PENDING], 500),

@@ -61,6 +61,8 @@ def test_trace_id_and_producer_sub_are_never_taken_from_a_push():
     (b'{"items": [{"queue": "q", "transactionId": 5, "payload": 1}]}',
      "TransactionId must be a string (item 0)"),
     (b'{"items": [{"queue": "q"}]}', "payload is required (item 0)"),
+    (b'{"items": [{"queue": "q", "data": 1}]}',
+     "payload is required (item 0): the field is named payload; data is what pops return"),
     (b"", "Empty request body"),
 ])
 def test_the_first_problem_is_a_bad_request_that_names_the_item(body, error):
