@@ -77,13 +77,13 @@ def test_a_data_directory_of_an_earlier_version_is_upgraded_in_place(cluster_pat
         server.stop()
 
 
-def test_quick_restarts_keep_the_clusters_port(tmp_path):
+def test_quick_restarts_keep_the_clusters_port(cluster_path):
     """Each stop leaves the server's side of its connections in TIME_WAIT on the port; that
     must not count as taken."""
-    server = EmbeddedPostgres(tmp_path / "data")
+    server = EmbeddedPostgres(cluster_path)
     ports = []
     for _ in range(5):
-        again = EmbeddedPostgres(tmp_path / "data")  # a new process would know only the files
+        again = EmbeddedPostgres(cluster_path)  # a new process would know only the files
         again.start()
         ports.append(again.port)
         # A client connected while the server stops: the server closes first.

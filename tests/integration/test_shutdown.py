@@ -96,8 +96,8 @@ async def signal_twice(server, signum: int) -> str:
 
 
 async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_to_adopt(
-        tmp_path):
-    data_dir = tmp_path / "data"
+        cluster_path):
+    data_dir = cluster_path
     cluster = EmbeddedPostgres(data_dir)
     async with running_broker(args=["--data-dir", str(data_dir)]) as first:
         out = await signal_twice(first, signal.SIGINT)

@@ -62,8 +62,8 @@ async def test_a_port_in_use_is_refused_before_the_cluster_starts(tmp_path):
     assert not (data_dir / "pgdata").exists()
 
 
-async def test_a_second_broker_on_a_data_directory_in_use_is_refused(tmp_path):
-    data_dir = tmp_path / "data"
+async def test_a_second_broker_on_a_data_directory_in_use_is_refused(cluster_path):
+    data_dir = cluster_path
     async with running_broker(args=["--data-dir", str(data_dir)]) as first:
         cluster = EmbeddedPostgres(data_dir).postmaster()
         assert cluster is not None
