@@ -43,7 +43,7 @@ async def test_a_pool_with_no_free_connection_is_overload_not_an_outage(database
         assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 1
 
 
-async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(tmp_path):
+async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(cluster_path):
     import os
     import signal
     import time
@@ -52,7 +52,7 @@ async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(tmp_path):
     from tests.support.processes import process_tree, running_broker
 
     # A private cluster: freezing it leaves the suite's own server alone.
-    cluster = EmbeddedPostgres(tmp_path / "frozen")
+    cluster = EmbeddedPostgres(cluster_path)
     url = await trio.to_thread.run_sync(cluster.start)
     frozen: list[int] = []
     try:
