@@ -8,6 +8,7 @@ by its own setting and logs whatever the level is.
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from typing import Any
@@ -73,3 +74,23 @@ def configure_logging(level: str, log_format: str | None = None, *,
     logging.getLogger("hypercorn.error").setLevel(max(logging.WARNING, root.level))
     access = logging.getLogger(ACCESS_LOGGER)
     access.setLevel(logging.INFO if access_log else logging.CRITICAL + 1)
+
+
+class Throttle:
+    """Lets one record through per `every` seconds, for a failure that repeats (a periodic
+    pass that keeps failing): the first says why, with its traceback; the next says how many
+    were held back meanwhile."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        self._every = every
+        self._last = -math.inf
+        self._held = 0
+
+    def admit(self) -> int | None:
+        """None to stay quiet; else the number of records held back since the last one."""
+        now = time.monotonic()
+        if now - self._last < self._every:
+            self._held += 1
+            return None
+        self._last, held, self._held = now, self._held, 0
+        return held

@@ -14,6 +14,7 @@ import asyncpg
 import attrs
 import trio
 
+from ..logs import Throttle
 from ..storage.database import Database
 from ..storage.sql import Q
 
@@ -73,6 +74,8 @@ class PeriodicService:
         self._passes = self._skipped = self._failures = 0
         self._last_error: str | None = None
         self._totals: Counter[str] = Counter()
+        # A pass that keeps failing is logged once a minute, with its traceback.
+        self._throttle = Throttle()
 
     def statistics(self) -> PeriodicStatistics:
         return PeriodicStatistics(name=self.name, passes=self._passes, skipped=self._skipped,
@@ -90,7 +93,10 @@ class PeriodicService:
             except Exception as exc:  # the broker keeps serving
                 self._failures += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
-                log.warning(f"{self.name} failed", extra={"error": str(exc)})
+                held = self._throttle.admit()
+                if held is not None:
+                    log.warning(f"{self.name} failed", exc_info=True,
+                                extra={"error": str(exc), "failures_held_back": held})
             else:
                 if done is None:
                     self._skipped += 1

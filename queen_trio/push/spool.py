@@ -40,6 +40,7 @@ import msgspec
 import trio
 
 from ..errors import ConfigError, DatabaseUnavailable
+from ..logs import Throttle
 from ..queues.queues import Queues
 from ..storage import frames
 from ..storage.database import Database, is_transient
@@ -114,6 +115,7 @@ class Spool:
         self._failed = 0
         self._files = 0
         self._replayed = 0
+        self._throttle = Throttle()
         self.wake = trio.Event()
 
     # -- ownership and boot ------------------------------------------------------------------
@@ -270,8 +272,11 @@ class Spool:
             if self._pending and await db.ping():
                 try:
                     landed = await self.replay(db, queues, cipher)
-                except Exception as exc:  # logged; the next round retries
-                    log.warning("spool replay failed", extra={"error": str(exc)})
+                except Exception as exc:  # logged (once a minute); the next round retries
+                    held = self._throttle.admit()
+                    if held is not None:
+                        log.warning("spool replay failed", exc_info=True,
+                                    extra={"error": str(exc), "failures_held_back": held})
                 else:
                     if landed:
                         pending = sum(self._pending.values())

@@ -20,6 +20,7 @@ that says whether the cluster was left running for the next start to adopt.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import signal
@@ -95,6 +96,10 @@ async def serve(settings: Settings, *, task_status: trio.TaskStatus[str] = trio.
 async def _serve(settings: Settings, stop: trio.Event, lifecycle: _Lifecycle,
                  task_status: trio.TaskStatus[str]) -> None:
     listener = bind_listener(settings)
+    if not settings.auth.enabled and not _is_loopback(settings.host):
+        log.warning("listening beyond this machine with authentication off: anyone who can "
+                    "reach the port can read, write and delete every queue (set JWT_ENABLED, "
+                    "or HOST=127.0.0.1)", extra={"host": settings.host, "port": settings.port})
     try:
         auth = Authenticator(settings.auth)
         await auth.start()  # a JWKS that cannot be read refuses to start
@@ -131,6 +136,15 @@ async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIt
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(embedded.stop)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
 
 
 def connection_gate(settings: Settings) -> ConnectionGate:
