@@ -269,6 +269,7 @@ class Spool:
         task_status.started()
         wait = retry_seconds
         while True:
+            landed = 0
             if self._pending and await db.ping():
                 try:
                     landed = await self.replay(db, queues, cipher)
@@ -286,6 +287,11 @@ class Spool:
                 wait = retry_seconds
                 self.wake = trio.Event()
                 await self.wake.wait()
+            elif landed:
+                # Progress: records keep arriving behind the replayed ones (their partitions
+                # still spool), so go again at once, until the spool is empty.
+                wait = retry_seconds
+                await trio.lowlevel.checkpoint()
             else:
                 # Still behind: wait longer each round, so a database that is busy (locks,
                 # timeouts) or still away is not hammered.
