@@ -22,6 +22,7 @@ from .push.bundle import Segment, run_bundle
 from .push.lane import PushLane
 from .push.publisher import Publisher
 from .push.spool import Spool
+from .push.spool_root import ORPHAN_WAIT_SECONDS, worker_directories
 from .push.transactions import TransactionRunner
 from .queues.queues import Queues
 from .settings import Settings
@@ -55,17 +56,27 @@ class Broker:
 
 
 @asynccontextmanager
-async def open_broker(settings: Settings, database_url: str) -> AsyncIterator[Broker]:
+async def open_broker(settings: Settings, database_url: str, *,
+                      migrate: bool = True) -> AsyncIterator[Broker]:
+    """`migrate` False: the schema is known to be current (a supervisor migrated it)."""
     # Before anything else: a spool directory another broker holds refuses to start.
-    spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file)
+    if settings.worker_index is None:
+        # A single broker takes over what workers of an earlier supervisor left.
+        spool = Spool(settings.spool_root, records_per_file=settings.spool_records_per_file,
+                      adopt_from=worker_directories(settings.spool_root))
+    else:
+        # A restarted worker may find its predecessor's lock still being let go.
+        spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file,
+                      wait=ORPHAN_WAIT_SECONDS)
     await spool.open()
     try:
         async with open_database(
             database_url,
-            pool_size=settings.db_pool_size,
+            pool_size=settings.pool_per_worker,
             statement_timeout_ms=settings.db_statement_timeout_ms,
             lock_timeout_ms=settings.db_lock_timeout_ms,
             connect_timeout_ms=settings.db_connection_timeout_ms,
+            apply_migrations=migrate,
         ) as db:
             async with _broker_tree(settings, database_url, db, spool) as broker:
                 yield broker

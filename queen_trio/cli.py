@@ -9,9 +9,9 @@ from pathlib import Path
 import trio
 
 from . import __version__
-from .exits import Exit
+from .exits import Exit, report_boot_failure
 from .logs import configure_logging
-from .settings import LOG_LEVELS, ConfigError, Settings, default_data_dir
+from .settings import LOG_LEVELS, ConfigError, Settings, default_data_dir, default_workers
 
 DESCRIPTION = """\
 queen-trio: a partitioned message-queue broker, wire-compatible with Queen MQ, storing its
@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--access-log", action="store_const", const=True, default=None,
                        help="log one line per request on queen_trio.access (LOG_REQUESTS; "
                             "default off)")
+    serve.add_argument("--workers", type=int, metavar="N",
+                       help="broker processes sharing the port (QUEEN_WORKERS; default 1 on 2 "
+                            "usable CPUs or fewer, else one per CPU up to 8; here "
+                            f"{default_workers()})")
+    serve.add_argument("--worker-ports", type=int, metavar="BASE",
+                       help="tests and benchmarks: worker K also listens on BASE + K - 1")
+    serve.add_argument("--app", metavar="MODULE:ATTR",
+                       help="tests and benchmarks: serve this ASGI app instead of the broker")
     trace = commands.add_parser(
         "trace", help="print a trace's timeline from a running broker", formatter_class=_RAW,
         description="Print every event recorded under a trace name, oldest first.\n"
@@ -116,24 +124,22 @@ def _main(argv: list[str] | None) -> int:
         settings = Settings.from_env(
             host=args.host, port=args.port, data_dir=args.data_dir,
             database_url=args.database_url, log_level=args.log_level,
-            log_requests=args.access_log,
+            log_requests=args.access_log, workers=args.workers,
+            worker_ports=args.worker_ports, app=args.app,
         )
     except ConfigError as exc:
         print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
         return Exit.USAGE
     configure_logging(settings.log_level, settings.log_format,
                       access_log=settings.log_requests)
-    from .web.server import serve
-
+    if settings.workers > 1:
+        from .web.supervisor import serve_workers as serve
+    else:
+        from .web.server import serve
     try:
         trio.run(serve, settings)
     except Exception as exc:  # a boot failure: name the cause, no traceback wall
-        causes = list(_leaves(exc))
-        for cause in causes:
-            kind = ("configuration error" if isinstance(cause, ConfigError)
-                    else type(cause).__name__)
-            print(f"queen-trio: {kind}: {cause}", file=sys.stderr)
-        return Exit.USAGE if all(isinstance(c, ConfigError) for c in causes) else Exit.REFUSED
+        return report_boot_failure(exc)
     return Exit.OK
 
 
@@ -147,16 +153,6 @@ def _spool(args: argparse.Namespace) -> int:
         return Exit.USAGE
     configure_logging(settings.log_level, settings.log_format)
     return spool_cli.run(settings, args.url, args.token)
-
-
-def _leaves(exc: BaseException):  # type: ignore[no-untyped-def]
-    """The exceptions inside (nested) exception groups: the causes worth naming."""
-    inner = getattr(exc, "exceptions", None)
-    if not inner:
-        yield exc
-        return
-    for sub in inner:
-        yield from _leaves(sub)
 
 
 if __name__ == "__main__":

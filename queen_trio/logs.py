@@ -60,13 +60,28 @@ def _text(value: Any) -> str:
     return msgspec.json.encode(value, enc_hook=str).decode()
 
 
+class _WorkerField(logging.Filter):
+    """Every line of a worker process says which worker it came from."""
+
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.worker = self.worker
+        return True
+
+
 def configure_logging(level: str, log_format: str | None = None, *,
-                      access_log: bool = False) -> None:
-    """`log_format` None: text when stderr is a terminal, JSON otherwise."""
+                      access_log: bool = False, worker: int | None = None) -> None:
+    """`log_format` None: text when stderr is a terminal, JSON otherwise. `worker`: the
+    worker number each line carries."""
     if log_format is None:
         log_format = "text" if sys.stderr.isatty() else "json"
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
+    if worker is not None:
+        handler.addFilter(_WorkerField(worker))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -150,6 +151,36 @@ def default_data_dir() -> Path:
     return Path(base) / "queen-trio"
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask, lowered by a cgroup CPU quota
+    (a container limited to 2 CPUs on a 32-core host has 2)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            count = min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
+# Worker processes beyond this gain little (one PostgreSQL behind them) and cost memory.
+MAX_DEFAULT_WORKERS = 8
+# Connections of the embedded cluster kept beyond the workers' budgets: migrations, the spool
+# CLI, an operator's psql.
+RESERVED_CONNECTIONS = 10
+
+
+def default_workers(cpus: int | None = None) -> int:
+    """One worker on 2 usable CPUs or fewer (PostgreSQL needs the other), else one per CPU, up
+    to MAX_DEFAULT_WORKERS."""
+    cpus = usable_cpus() if cpus is None else cpus
+    return 1 if cpus <= 2 else min(cpus, MAX_DEFAULT_WORKERS)
+
+
 @attrs.frozen
 class Settings:
     host: str = "0.0.0.0"
@@ -194,6 +225,14 @@ class Settings:
     log_format: str | None = None
     # One line per request on the logger queen_trio.access, whatever log_level is.
     log_requests: bool = False
+    # Worker processes behind one listening socket (1: a single process, no supervisor).
+    workers: int = attrs.field(factory=default_workers)
+    # Tests and benchmarks: worker K (1-based) also listens on worker_ports + K - 1.
+    worker_ports: int | None = None
+    # Tests and benchmarks: serve this ASGI app ("module:attr") instead of the broker.
+    app: str | None = None
+    # Set in a worker process: its number, 1 to workers (None: not a worker).
+    worker_index: int | None = None
     auth: AuthSettings = attrs.Factory(AuthSettings)
     # Where each setting came from ("PORT", "--port", ...), to name it in an error.
     sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
@@ -242,6 +281,7 @@ class Settings:
         take("RETENTION_BATCH_SIZE", "retention_batch_size", int)
         take("FILE_BUFFER_DIR", "spool_dir", Path)
         take("FILE_BUFFER_EVENTS_PER_FILE", "spool_records_per_file", int)
+        take("QUEEN_WORKERS", "workers", int)
         take("LOG_LEVEL", "log_level", lambda raw: parse_log_level("LOG_LEVEL", raw))
         take("LOG_FORMAT", "log_format", lambda raw: parse_log_format("LOG_FORMAT", raw))
         take("LOG_REQUESTS", "log_requests", lambda raw: parse_bool("LOG_REQUESTS", raw))
@@ -261,6 +301,9 @@ class Settings:
         flag("database_url", "--database-url")
         flag("log_level", "--log-level", parse_log_level)
         flag("log_requests", "--access-log")
+        flag("workers", "--workers")
+        flag("worker_ports", "--worker-ports")
+        flag("app", "--app")
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values, sources=sources)  # type: ignore[arg-type]
         settings.check()
@@ -284,8 +327,30 @@ class Settings:
         return (self.db_statement_timeout_ms + self.db_connection_timeout_ms) / 1000 + 1
 
     @property
-    def spool_directory(self) -> Path:
+    def spool_root(self) -> Path:
+        """FILE_BUFFER_DIR, or <data_dir>/spool: a single process spools here, worker K in
+        its `worker-K` directory."""
         return self.spool_dir if self.spool_dir is not None else self.data_dir / "spool"
+
+    @property
+    def spool_directory(self) -> Path:
+        """This process's own spool directory."""
+        if self.worker_index is None:
+            return self.spool_root
+        return self.spool_root / f"worker-{self.worker_index}"
+
+    @property
+    def pool_per_worker(self) -> int:
+        """Each worker's share of DB_POOL_SIZE, never below what its push shards need."""
+        if self.workers == 1:
+            return self.db_pool_size
+        return max(self.db_pool_size // self.workers, self.push_shards + 2)
+
+    @property
+    def embedded_max_connections(self) -> int:
+        """The embedded cluster's max_connections: every worker's pool and LISTEN connection,
+        and a reserve."""
+        return self.workers * (self.pool_per_worker + 1) + RESERVED_CONNECTIONS
 
     def check(self) -> None:
         if not 0 < self.port < 65536:
@@ -310,6 +375,15 @@ class Settings:
             raise ConfigError("RETENTION_INTERVAL and RETENTION_BATCH_SIZE must be positive")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
+        if not 1 <= self.workers <= 256:
+            raise ConfigError(f"{self.source('workers')}={self.workers} is out of range "
+                              "(1 to 256)")
+        if self.worker_ports is not None and not (
+                0 < self.worker_ports and self.worker_ports + self.workers - 1 < 65536):
+            raise ConfigError(f"--worker-ports {self.worker_ports} with {self.workers} workers "
+                              "runs out of ports (1 to 65535)")
+        if self.app is not None and ":" not in self.app:
+            raise ConfigError(f"--app {self.app!r} is not module:attribute")
         if self.max_pending_bytes < 1:
             raise ConfigError("QUEEN_MAX_PENDING_BYTES must be positive")
         if self.request_read_timeout_ms < 1 or self.max_connections < 1:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import struct
@@ -49,6 +48,7 @@ from ..storage.sql import Q
 from .bundle import PackedGroup, Segment, commit_bundle
 from .items import Group, PushItem
 from .outcome import Outcome
+from .spool_root import adopt, hold_directory
 
 log = logging.getLogger("queen_trio.spool")
 
@@ -101,8 +101,13 @@ class SpoolStatistics:
 
 
 class Spool:
-    def __init__(self, directory: Path, *, records_per_file: int = 10_000) -> None:
+    def __init__(self, directory: Path, *, records_per_file: int = 10_000,
+                 adopt_from: list[Path] | None = None, wait: float = 0.0) -> None:
+        """`adopt_from`: directories whose files move here at open, if nobody holds them;
+        `wait`: how long open() waits for the directory's lock."""
         self.directory = Path(directory)
+        self._adopt_from = adopt_from or []
+        self._wait = wait
         self.failed_dir = self.directory / "failed"
         self._records_per_file = records_per_file
         self._lock_file: Any = None
@@ -129,14 +134,8 @@ class Spool:
 
     def _open(self) -> None:
         self.failed_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.directory / ".lock", "a+")  # noqa: SIM115
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise ConfigError(f"spool directory {self.directory} belongs to another running "
-                              "broker (FILE_BUFFER_DIR must be one per broker)") from None
+        self._lock_file = hold_directory(self.directory, wait=self._wait)
+        adopt(self._adopt_from, self.directory)
         existing = self.files()
         for path in existing:
             self._sequence = max(self._sequence, int(path.stem.split("-")[1]))

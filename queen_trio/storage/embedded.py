@@ -122,8 +122,10 @@ def _grant_traverse(path: Path) -> None:
 class EmbeddedPostgres:
     """Synchronous control of one private cluster; the broker calls it from a worker thread."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, *, port: int | None = None,
+                 max_connections: int = 300) -> None:
         self.data_dir = Path(data_dir).absolute()
+        self.max_connections = max_connections
         self.pgdata = self.data_dir / "pgdata"
         self.bin_dir = find_bin_dir()
         self._port = port
@@ -302,7 +304,7 @@ class EmbeddedPostgres:
             f"-p {self._port}",
             "-c listen_addresses=127.0.0.1",
             "-c unix_socket_directories=''",
-            "-c max_connections=300",
+            f"-c max_connections={self.max_connections}",
             "-c shared_buffers=128MB",
             # Durability stays on: fsync, synchronous_commit and full_page_writes keep defaults.
         ])

@@ -16,10 +16,34 @@ BACKLOG = 1024
 
 
 def bind_listener(settings: Settings) -> socket.socket:
+    """The listening socket every worker shares (HOST, PORT)."""
+    return _bind(settings, settings.port,
+                 f"{settings.source('port')}={settings.port}")
+
+
+def bind_worker_ports(settings: Settings) -> list[socket.socket]:
+    """With --worker-ports BASE, worker K's own socket on BASE + K - 1 (tests and benchmarks
+    reach one worker through it); else none."""
+    if settings.worker_ports is None:
+        return []
+    bound: list[socket.socket] = []
+    try:
+        for k in range(settings.workers):
+            port = settings.worker_ports + k
+            bound.append(_bind(settings, port, f"--worker-ports {settings.worker_ports}, "
+                                               f"worker {k + 1}"))
+    except BaseException:
+        for sock in bound:
+            sock.close()
+        raise
+    return bound
+
+
+def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
     host = settings.host.strip("[]")
     named = f"{settings.source('host')}={settings.host!r}"
     try:
-        found = socket.getaddrinfo(host or None, settings.port, type=socket.SOCK_STREAM,
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise ConfigError(f"{named} does not resolve: {exc.strerror}") from None
@@ -33,6 +57,6 @@ def bind_listener(settings: Settings) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(
-            f"cannot listen on {settings.host}:{settings.port} ({named}, "
-            f"{settings.source('port')}={settings.port}): {exc.strerror}") from None
+            f"cannot listen on {settings.host}:{port} ({named}, {port_named}): "
+            f"{exc.strerror}") from None
     return sock

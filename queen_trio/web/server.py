@@ -10,7 +10,8 @@ next one touches anything:
 4. start (or adopt) the embedded cluster, when there is no database URL;
 5. open the broker and hand the socket to hypercorn as `fd://N`.
 
-A supervisor of several workers owns steps 1, 3 and 4 and runs step 5 in each worker.
+With --workers N (N > 1) a supervisor (web/supervisor.py) takes steps 1 to 4 once and runs
+step 5 in each worker process (web/worker.py).
 
 Shutdown: the first SIGTERM or SIGINT answers parked long polls 204 at once, stops accepting,
 lets in-flight requests finish (within the graceful deadline), flushes the lane, closes the
@@ -20,13 +21,14 @@ that says whether the cluster was left running for the next start to adopt.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
@@ -35,23 +37,25 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 
 from ..broker import Broker, open_broker
+from ..errors import ConfigError
 from ..settings import Settings
 from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
 from .connections import ConnectionGate
 from .connections import serve as serve_connections
-from .listen import BACKLOG, bind_listener
+from .listen import BACKLOG, bind_listener, bind_worker_ports
 from .routes import create_app
 
 log = logging.getLogger("queen_trio.server")
 
 
-def hypercorn_config(settings: Settings, listener: socket.socket | None = None) -> HypercornConfig:
-    """hypercorn's configuration; with `listener`, hypercorn takes over that bound socket."""
+def hypercorn_config(settings: Settings,
+                     listeners: Sequence[socket.socket] | None = None) -> HypercornConfig:
+    """hypercorn's configuration; with `listeners`, hypercorn takes over those bound sockets."""
     config = HypercornConfig()
     # fd:// hands hypercorn the socket itself: it closes the descriptor when it stops.
-    config.bind = ([f"fd://{listener.detach()}"] if listener is not None
+    config.bind = ([f"fd://{sock.detach()}" for sock in listeners] if listeners
                    else [f"{settings.host}:{settings.port}"])
     config.graceful_timeout = settings.graceful_timeout_seconds
     config.accesslog = None
@@ -62,11 +66,24 @@ def hypercorn_config(settings: Settings, listener: socket.socket | None = None) 
     return config
 
 
+def load_app(spec: str) -> Any:
+    """`module:attr` (--app): another ASGI app served in the broker's place."""
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--app {spec!r} cannot be loaded: {exc}") from None
+
+
 @attrs.define
-class _Lifecycle:
-    """What a second signal needs to know to say what it leaves behind."""
+class Lifecycle:
+    """What a second signal needs to know to say what it leaves behind, and to take down
+    (a supervisor's workers) before it exits."""
 
     cluster: EmbeddedPostgres | None = None
+    abandon: Callable[[], None] | None = None
+    # How the exit line names this process.
+    name: str = "queen-trio"
 
     def left_behind(self) -> str:
         if self.cluster is None:
@@ -78,54 +95,82 @@ class _Lifecycle:
                 "start to adopt")
 
 
+Body = Callable[[trio.Event, Lifecycle, trio.TaskStatus[str]], Awaitable[None]]
+
+
 async def serve(settings: Settings, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
                 stop: trio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop`); see the module's docstring for the steps."""
+
+    async def body(stop: trio.Event, lifecycle: Lifecycle,
+                   task_status: trio.TaskStatus[str]) -> None:
+        await _serve(settings, stop, lifecycle, task_status)
+
+    await run_until_signalled(body, Lifecycle(), task_status=task_status, stop=stop)
+
+
+async def run_until_signalled(body: Body, lifecycle: Lifecycle, *,
+                              task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+                              stop: trio.Event | None = None) -> None:
+    """`body` until it returns; the first SIGTERM/SIGINT sets its `stop`, a second exits."""
     stop = stop or trio.Event()
-    lifecycle = _Lifecycle()
     # Opened first and kept to the very end: a second signal is honoured at every step,
     # the cluster's stop included.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as watcher:
             watcher.start_soon(_watch_signals, signals, stop, lifecycle)
-            await _serve(settings, stop, lifecycle, task_status)
+            await body(stop, lifecycle, task_status)
             watcher.cancel_scope.cancel()
     log.info("queen-trio stopped")
 
 
-async def _serve(settings: Settings, stop: trio.Event, lifecycle: _Lifecycle,
+async def _serve(settings: Settings, stop: trio.Event, lifecycle: Lifecycle,
                  task_status: trio.TaskStatus[str]) -> None:
-    listener = bind_listener(settings)
-    if not settings.auth.enabled and not _is_loopback(settings.host):
-        log.warning("listening beyond this machine with authentication off: anyone who can "
-                    "reach the port can read, write and delete every queue (set JWT_ENABLED, "
-                    "or HOST=127.0.0.1)", extra={"host": settings.host, "port": settings.port})
+    listeners = [bind_listener(settings), *bind_worker_ports(settings)]
+    warn_if_open(settings)
     try:
+        if settings.app is not None:  # the ceiling: no database, no broker
+            await serve_app(settings, None, None, listeners, stop, task_status=task_status)
+            return
         auth = Authenticator(settings.auth)
         await auth.start()  # a JWKS that cannot be read refuses to start
         with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
             async with running_database(settings, lifecycle) as url:
                 if stop.is_set():
                     return
-                async with open_broker(settings, url) as broker:
-                    app = create_app(broker, auth)
-                    config = hypercorn_config(settings, listener)
-                    gate = connection_gate(settings)
-                    app.on_request_read = gate.request_read
-                    await _serve_http(app, config, gate, stop, broker, task_status=task_status)
+                await serve_app(settings, url, auth, listeners, stop, task_status=task_status)
     finally:
-        if listener.fileno() != -1:  # not handed to hypercorn
-            listener.close()
+        for sock in listeners:
+            if sock.fileno() != -1:  # not handed to hypercorn
+                sock.close()
+
+
+async def serve_app(settings: Settings, database_url: str | None, auth: Authenticator | None,
+                    listeners: Sequence[socket.socket], stop: trio.Event, *,
+                    migrate: bool = True, task_status: trio.TaskStatus[str]) -> None:
+    """Step 5: the broker (or --app) served on `listeners` until `stop`."""
+    config = hypercorn_config(settings, listeners)
+    gate = connection_gate(settings)
+    if settings.app is not None:
+        await serve_http(load_app(settings.app), config, gate, stop, None,
+                         task_status=task_status)
+        return
+    assert database_url is not None and auth is not None
+    async with open_broker(settings, database_url, migrate=migrate) as broker:
+        app = create_app(broker, auth)
+        app.on_request_read = gate.request_read
+        await serve_http(app, config, gate, stop, broker, task_status=task_status)
 
 
 @asynccontextmanager
-async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIterator[str]:
+async def running_database(settings: Settings, lifecycle: Lifecycle) -> AsyncIterator[str]:
     """The database URL: the configured one, or the embedded cluster's, started (or adopted)
     here and stopped on the way out. The caller holds the data directory's lock."""
     if settings.database_url is not None:
         yield settings.database_url
         return
-    embedded = lifecycle.cluster = EmbeddedPostgres(settings.data_dir)
+    embedded = lifecycle.cluster = EmbeddedPostgres(
+        settings.data_dir, max_connections=settings.embedded_max_connections)
     try:
         url = await trio.to_thread.run_sync(embedded.start)
         # The URL's password stays out of the logs: it is in the password file.
@@ -136,6 +181,13 @@ async def running_database(settings: Settings, lifecycle: _Lifecycle) -> AsyncIt
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(embedded.stop)
+
+
+def warn_if_open(settings: Settings) -> None:
+    if not settings.auth.enabled and not _is_loopback(settings.host):
+        log.warning("listening beyond this machine with authentication off: anyone who can "
+                    "reach the port can read, write and delete every queue (set JWT_ENABLED, "
+                    "or HOST=127.0.0.1)", extra={"host": settings.host, "port": settings.port})
 
 
 def _is_loopback(host: str) -> bool:
@@ -152,14 +204,16 @@ def connection_gate(settings: Settings) -> ConnectionGate:
                           read_timeout=settings.request_read_timeout_ms / 1000)
 
 
-async def _serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
-                      stop: trio.Event, broker: Broker, *,
-                      task_status: trio.TaskStatus[str]) -> None:
+async def serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
+                     stop: trio.Event, broker: Broker | None, *,
+                     task_status: trio.TaskStatus[str]) -> None:
     """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
     the graceful deadline passed); only then does open_broker flush the lane and close."""
 
     async def answer_waiters_at_stop() -> None:
         await stop.wait()
+        if broker is None:
+            return
         broker.consumer.stop_waiting()
         # A request hypercorn cancelled at the graceful deadline may still sit in a shielded
         # database call: a frozen server must not hold the exit, so cut its connections.
@@ -180,7 +234,7 @@ async def _serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
         task_status.started(bound[0] if bound else "")
 
 
-async def _watch_signals(signals: Any, stop: trio.Event, lifecycle: _Lifecycle) -> None:
+async def _watch_signals(signals: Any, stop: trio.Event, lifecycle: Lifecycle) -> None:
     async for signum in signals:
         name = signal.Signals(signum).name
         if not stop.is_set():
@@ -188,6 +242,8 @@ async def _watch_signals(signals: Any, stop: trio.Event, lifecycle: _Lifecycle) 
             stop.set()
             continue
         # The second one: out at once, and say what is left behind.
-        print(f"queen-trio: second {name}: exiting now; {lifecycle.left_behind()}",
+        if lifecycle.abandon is not None:
+            lifecycle.abandon()
+        print(f"{lifecycle.name}: second {name}: exiting now; {lifecycle.left_behind()}",
               file=sys.stderr, flush=True)
         os._exit(128 + signum)

@@ -110,6 +110,13 @@ def cluster_path() -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}-worker{'s' if n > 1 else ''}")
+def workers(request: pytest.FixtureRequest) -> int:
+    """Every test of a broker process runs as a single process and as a supervisor with two
+    workers (tests/support/processes.py)."""
+    return int(request.param)
+
+
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     return make_settings(database_url)

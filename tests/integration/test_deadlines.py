@@ -43,7 +43,7 @@ async def test_a_pool_with_no_free_connection_is_overload_not_an_outage(database
         assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 1
 
 
-async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(cluster_path):
+async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(cluster_path, workers):
     import os
     import signal
     import time
@@ -56,7 +56,7 @@ async def test_sigterm_ends_a_broker_whose_postgresql_is_frozen(cluster_path):
     url = await trio.to_thread.run_sync(cluster.start)
     frozen: list[int] = []
     try:
-        async with running_broker({"DATABASE_URL": url}) as broker:
+        async with running_broker({"DATABASE_URL": url}, workers=workers) as broker:
             async with httpx.AsyncClient(base_url=broker.url, timeout=120) as client:
                 r = await client.post("/api/v1/push", json={"items": [
                     {"queue": "ice", "payload": 1}]})

@@ -34,11 +34,11 @@ def postmaster_environment(server: EmbeddedPostgres) -> dict[str, str]:
 
 
 async def test_the_cluster_admits_only_its_password_and_never_sees_the_brokers_secrets(
-        cluster_path):
+        cluster_path, workers):
     data_dir = cluster_path
     env = {"JWT_ENABLED": "true", "JWT_SECRET": "jwt-secret-value", "QUEEN_ENCRYPTION_KEY": KEY,
            "QUEEN_SOMETHING_ELSE": "queen-value", "PGPASSWORD": "", "PGPASSFILE": "/nonexistent"}
-    async with broker_process(env, args=["--data-dir", str(data_dir)]):
+    async with broker_process(env, args=["--data-dir", str(data_dir)], workers=workers):
         server = EmbeddedPostgres(data_dir)
         running = server.postmaster()
         assert running is not None

@@ -21,9 +21,9 @@ def json_lines(text: str) -> list[dict]:
 @pytest.mark.parametrize(("env", "args"), [({"LOG_REQUESTS": "true"}, []),
                                            ({}, ["--access-log"])])
 async def test_the_access_log_has_one_line_per_request_whatever_the_level(database_url, env,
-                                                                          args):
+                                                                          args, workers):
     env = {"DATABASE_URL": database_url, "LOG_LEVEL": "error", **env}
-    async with running_broker(env, args) as server:
+    async with running_broker(env, args, workers=workers) as server:
         async with httpx.AsyncClient(base_url=server.url) as client:
             r = await client.post("/api/v1/push", json={"items": [
                 {"queue": "logged", "payload": 1}, {"queue": "logged", "payload": 2}]})
@@ -47,8 +47,9 @@ async def test_the_access_log_has_one_line_per_request_whatever_the_level(databa
 
 
 async def test_the_default_level_is_info_with_start_up_lines_as_info_and_no_warnings(
-        database_url):
-    async with running_broker({"DATABASE_URL": database_url, "LOG_LEVEL": ""}) as server:
+        database_url, workers):
+    async with running_broker({"DATABASE_URL": database_url, "LOG_LEVEL": ""},
+                              workers=workers) as server:
         async with httpx.AsyncClient(base_url=server.url) as client:
             assert (await client.get("/health")).status_code == 200
         await server.wait_for_output('"msg":"queen-trio listening"')

@@ -15,9 +15,9 @@ SEED = {"items": [{"queue": "orders.created", "partition": "customer-42",
                    "transactionId": "order-8891-created", "payload": {"orderId": 8891}}]}
 
 
-async def test_serve_with_embedded_database_keeps_data_across_restarts(cluster_path):
+async def test_serve_with_embedded_database_keeps_data_across_restarts(cluster_path, workers):
     data_dir = cluster_path
-    async with broker_process(args=["--data-dir", str(data_dir)]) as (url, proc):
+    async with broker_process(args=["--data-dir", str(data_dir)], workers=workers) as (url, proc):
         async with httpx.AsyncClient(base_url=url) as client:
             r = await client.post("/api/v1/push", json=SEED)
             assert r.status_code == 201
@@ -29,7 +29,7 @@ async def test_serve_with_embedded_database_keeps_data_across_restarts(cluster_p
         assert proc.returncode == 0
     # The broker stopped its embedded PostgreSQL on the way out.
     assert EmbeddedPostgres(data_dir).postmaster() is None
-    async with broker_process(args=["--data-dir", str(data_dir)]) as (url, _):
+    async with broker_process(args=["--data-dir", str(data_dir)], workers=workers) as (url, _):
         async with httpx.AsyncClient(base_url=url) as client:
             r = await client.post("/api/v1/push", json=SEED)
             assert r.json()[0]["status"] == "duplicate"
@@ -38,9 +38,9 @@ async def test_serve_with_embedded_database_keeps_data_across_restarts(cluster_p
 
 # httpx leaves a request-body generator unclosed when the server goes away mid-request.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-async def test_sigterm_loses_nothing_that_was_answered(database_url):
+async def test_sigterm_loses_nothing_that_was_answered(database_url, workers):
     answered: list[int] = []
-    async with broker_process({"DATABASE_URL": database_url}) as (url, proc):
+    async with broker_process({"DATABASE_URL": database_url}, workers=workers) as (url, proc):
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
 
             async def producer(p):
@@ -87,9 +87,11 @@ async def test_sigterm_loses_nothing_that_was_answered(database_url):
     assert len(rows) == len(stored)
 
 
-async def test_two_brokers_on_one_database_keep_dedup_exact_and_offsets_gap_free(database_url, broker):
+async def test_two_brokers_on_one_database_keep_dedup_exact_and_offsets_gap_free(
+        database_url, broker, workers):
     env = {"DATABASE_URL": database_url}
-    async with broker_process(env) as (url_a, _), broker_process(env) as (url_b, _):
+    async with broker_process(env, workers=workers) as (url_a, _), \
+            broker_process(env, workers=workers) as (url_b, _):
         results: list[dict] = []
         async with httpx.AsyncClient(timeout=30) as client:
 
@@ -126,7 +128,7 @@ async def test_two_brokers_on_one_database_keep_dedup_exact_and_offsets_gap_free
     assert total == 40
 
 
-async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
+async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url, workers):
     """The waiting broker's own re-checks are 20 s apart: only the NOTIFY can wake it."""
     from queen_trio.broker import open_broker
     from queen_trio.web.routes import create_app
@@ -149,7 +151,8 @@ async def test_push_on_one_broker_wakes_a_long_poll_on_another(database_url):
                                     params={"wait": "true", "timeout": "30000"})
                 result["reply"] = r
 
-            async with broker_process({"DATABASE_URL": database_url}) as (url, _):
+            async with broker_process({"DATABASE_URL": database_url},
+                                      workers=workers) as (url, _):
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(waiter)
                     await trio.sleep(0.5)

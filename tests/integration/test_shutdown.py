@@ -48,8 +48,8 @@ async def test_stopping_answers_parked_long_polls_204_and_parks_no_new_one(broke
     assert plain.status_code == 200 and plain.json()["messages"][0]["data"] == 1
 
 
-async def test_sigterm_answers_a_parked_long_poll_204_and_exits_0(database_url):
-    async with running_broker({"DATABASE_URL": database_url}) as server:
+async def test_sigterm_answers_a_parked_long_poll_204_and_exits_0(database_url, workers):
+    async with running_broker({"DATABASE_URL": database_url}, workers=workers) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
             await client.post("/api/v1/configure", json={"queue": "parked"})
             reply: list[httpx.Response] = []
@@ -96,10 +96,10 @@ async def signal_twice(server, signum: int) -> str:
 
 
 async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_to_adopt(
-        cluster_path):
+        cluster_path, workers):
     data_dir = cluster_path
     cluster = EmbeddedPostgres(data_dir)
-    async with running_broker(args=["--data-dir", str(data_dir)]) as first:
+    async with running_broker(args=["--data-dir", str(data_dir)], workers=workers) as first:
         out = await signal_twice(first, signal.SIGINT)
     orphan = cluster.postmaster()
     assert orphan is not None
@@ -115,7 +115,7 @@ async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_
     passwordless = f"postgresql://postgres@127.0.0.1:{orphan.port}/postgres"
     assert await trio.to_thread.run_sync(ask, passwordless, "SELECT 1") == 1
 
-    async with running_broker(args=["--data-dir", str(data_dir)]) as second:
+    async with running_broker(args=["--data-dir", str(data_dir)], workers=workers) as second:
         adopted = cluster.postmaster()
         assert adopted is not None and adopted.pid != orphan.pid  # restarted ...
         assert adopted.port == orphan.port  # ... on its port
@@ -129,8 +129,8 @@ async def test_a_second_sigint_exits_130_leaving_the_cluster_for_the_next_start_
     assert cluster.postmaster() is None  # and stopped at a clean shutdown
 
 
-async def test_a_second_sigterm_exits_143_in_one_line(database_url):
-    async with running_broker({"DATABASE_URL": database_url}) as server:
+async def test_a_second_sigterm_exits_143_in_one_line(database_url, workers):
+    async with running_broker({"DATABASE_URL": database_url}, workers=workers) as server:
         out = await signal_twice(server, signal.SIGTERM)
     assert out.strip().splitlines()[-1] == (
         "queen-trio: second SIGTERM: exiting now; no embedded PostgreSQL was running")

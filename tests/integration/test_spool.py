@@ -109,11 +109,11 @@ async def test_outage_in_a_stream_of_pushes_loses_and_duplicates_nothing(private
         assert landed == txids, f"{partition}: every answered item once, in order"
 
 
-async def test_sigkill_while_spooled_then_replay_on_restart(private_postgres, tmp_path):
+async def test_sigkill_while_spooled_then_replay_on_restart(private_postgres, tmp_path, workers):
     url = private_postgres.url()
     spool_dir = tmp_path / "spool"
     env = {"DATABASE_URL": url, "FILE_BUFFER_DIR": str(spool_dir)}
-    async with broker_process(env) as (base, proc):
+    async with broker_process(env, workers=workers) as (base, proc):
         async with httpx.AsyncClient(base_url=base) as client:
             await client.post("/api/v1/push", json={"items": [{"queue": "k", "payload": 0,
                                                                "transactionId": "before"}]})
@@ -128,7 +128,7 @@ async def test_sigkill_while_spooled_then_replay_on_restart(private_postgres, tm
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     await start(private_postgres)
-    async with broker_process(env) as (base, _):
+    async with broker_process(env, workers=workers) as (base, _):
         async with httpx.AsyncClient(base_url=base) as client:
             await wait_drained(client)
     assert [txid for _, txid, _, _ in await stored(url, "k")] == ["before", *buffered]

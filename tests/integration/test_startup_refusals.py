@@ -49,22 +49,22 @@ async def test_a_configuration_that_cannot_work_exits_2_naming_it(tmp_path, env,
     assert EmbeddedPostgres(data_dir).postmaster() is None
 
 
-async def test_a_port_in_use_is_refused_before_the_cluster_starts(tmp_path):
+async def test_a_port_in_use_is_refused_before_the_cluster_starts(tmp_path, workers):
     data_dir = tmp_path / "data"
     port = free_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))
         taken.listen()
         done = await refused_start({"QUEEN_DATA_DIR": str(data_dir), "PORT": str(port),
-                                    "HOST": "127.0.0.1"})
+                                    "HOST": "127.0.0.1"}, workers=workers)
     line = assert_one_line_refusal(done, f"PORT={port}")
     assert f"127.0.0.1:{port}" in line and "HOST='127.0.0.1'" in line
     assert not (data_dir / "pgdata").exists()
 
 
-async def test_a_second_broker_on_a_data_directory_in_use_is_refused(cluster_path):
+async def test_a_second_broker_on_a_data_directory_in_use_is_refused(cluster_path, workers):
     data_dir = cluster_path
-    async with running_broker(args=["--data-dir", str(data_dir)]) as first:
+    async with running_broker(args=["--data-dir", str(data_dir)], workers=workers) as first:
         cluster = EmbeddedPostgres(data_dir).postmaster()
         assert cluster is not None
         done = await refused_start({"QUEEN_DATA_DIR": str(data_dir)},

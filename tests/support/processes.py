@@ -1,4 +1,6 @@
-"""Brokers as real processes: `python -m queen_trio serve`, on a free port."""
+"""Brokers as real processes: `python -m queen_trio serve`, on a free port, as one process
+(`workers=1`) or as a supervisor and its workers (`workers=2`: tests that talk HTTP to a
+broker process run both ways through the `workers` fixture)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive ports that are free now."""
+    while True:
+        base = free_port()
+        if base + count > 65535:
+            continue
+        try:
+            held = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+        return base
+
+
 def broker_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment without database variables, with a private spool, plus `env`."""
     full = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
@@ -38,12 +60,52 @@ def serve_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "queen_trio", "serve", *args]
 
 
+WORKER_COMMAND = "queen_trio.web.worker"
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def is_alive(pid: int) -> bool:
+    """Running (a zombie that its parent has not reaped yet counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @attrs.define
 class RunningBroker:
     url: str
     proc: subprocess.Popen
     output_path: Path  # stdout and stderr, interleaved
+    workers: int = 1
+    # With workers: worker K's own URL (--worker-ports), K - 1 in the list.
+    worker_urls: list[str] = attrs.Factory(list)
     final_output: str | None = None  # kept once the process is gone and its file removed
+
+    def worker_pids(self) -> list[int]:
+        """The supervisor's live worker processes (none for a single process)."""
+        found = []
+        for pid in _children_by_parent().get(self.proc.pid, []):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if WORKER_COMMAND.encode() in command and is_alive(pid):
+                found.append(pid)
+        return found
 
     def output(self) -> str:
         if self.final_output is not None:
@@ -70,29 +132,40 @@ class RunningBroker:
 
 
 @asynccontextmanager
-async def running_broker(env: dict[str, str] | None = None,
-                         args: list[str] | None = None) -> AsyncIterator[RunningBroker]:
-    """A broker process, healthy; stopped with SIGTERM (then SIGKILL) on the way out."""
+async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
+                         workers: int = 1) -> AsyncIterator[RunningBroker]:
+    """A broker process, healthy (every worker serving); stopped with SIGTERM (then SIGKILL)
+    on the way out."""
     port = free_port()
     fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
-    cmd = serve_command("--host", "127.0.0.1", "--port", str(port), *(args or []))
+    extra = []
+    worker_urls = []
+    if workers > 1:  # each worker reachable on its own too
+        base = free_ports(workers)
+        extra = ["--worker-ports", str(base)]
+        worker_urls = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
+    cmd = serve_command("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+                        *extra, *(args or []))
     try:
         proc = subprocess.Popen(cmd, env=broker_env(env), stdout=fd, stderr=subprocess.STDOUT)
     finally:
         os.close(fd)
-    broker = RunningBroker(f"http://127.0.0.1:{port}", proc, Path(output_name))
+    broker = RunningBroker(f"http://127.0.0.1:{port}", proc, Path(output_name), workers,
+                           worker_urls)
     try:
         async with httpx.AsyncClient() as client:
             with trio.fail_after(60):
-                while True:
-                    if proc.poll() is not None:
-                        raise RuntimeError(f"broker exited {proc.returncode}: {broker.output()}")
-                    try:
-                        if (await client.get(broker.url + "/health")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await trio.sleep(0.1)
+                for url in worker_urls or [broker.url]:
+                    while True:
+                        if proc.poll() is not None:
+                            raise RuntimeError(f"broker exited {proc.returncode}: "
+                                               f"{broker.output()}")
+                        try:
+                            if (await client.get(url + "/health")).status_code == 200:
+                                break
+                        except httpx.TransportError:
+                            pass
+                        await trio.sleep(0.1)
         yield broker
     finally:
         if proc.poll() is None:
@@ -107,33 +180,26 @@ async def running_broker(env: dict[str, str] | None = None,
 
 
 @asynccontextmanager
-async def broker_process(env: dict[str, str] | None = None,
-                         args: list[str] | None = None) -> AsyncIterator[tuple[str, subprocess.Popen]]:
-    async with running_broker(env, args) as broker:
+async def broker_process(env: dict[str, str] | None = None, args: list[str] | None = None, *,
+                         workers: int = 1) -> AsyncIterator[tuple[str, subprocess.Popen]]:
+    async with running_broker(env, args, workers=workers) as broker:
         yield broker.url, broker.proc
 
 
-async def refused_start(env: dict[str, str] | None = None,
-                        args: list[str] | None = None) -> subprocess.CompletedProcess:
+async def refused_start(env: dict[str, str] | None = None, args: list[str] | None = None, *,
+                        workers: int = 1) -> subprocess.CompletedProcess:
     """`serve` expected to refuse: its exit status and output (stdout and stderr apart). A
     broker that starts after all is killed after 60 s (and the test then fails on its status)."""
     with trio.move_on_after(60):
-        return await trio.run_process(serve_command(*(args or [])), env=broker_env(env),
+        return await trio.run_process(serve_command("--workers", str(workers), *(args or [])),
+                                      env=broker_env(env),
                                       capture_stdout=True, capture_stderr=True, check=False)
     raise AssertionError("the broker started instead of refusing")
 
 
 def process_tree(pid: int) -> list[int]:
     """`pid` and all of its descendants (from /proc), parents first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    children = _children_by_parent()
     tree, todo = [], [pid]
     while todo:
         current = todo.pop(0)

@@ -80,3 +80,37 @@ def test_settings_from_env_and_errors():
         Settings.from_env({"PORT": "abc"})
     with pytest.raises(ConfigError, match="QUEEN_PUSH_SHARDS"):
         Settings.from_env({"QUEEN_PUSH_SHARDS": "0"})
+@pytest.mark.parametrize(("cpus", "workers"), [(1, 1), (2, 1), (3, 3), (8, 8), (32, 8)])
+def test_workers_default_to_one_per_usable_cpu_past_two_up_to_eight(cpus: int,
+                                                                      workers: int) -> None:
+    from queen_trio.settings import default_workers
+
+    assert default_workers(cpus) == workers
+
+
+def test_workers_come_from_queen_workers_or_the_flag() -> None:
+    assert Settings.from_env({"QUEEN_WORKERS": "3"}).workers == 3
+    assert Settings.from_env({"QUEEN_WORKERS": "3"}, workers=2).workers == 2
+    with pytest.raises(ConfigError, match="QUEEN_WORKERS=0 is out of range"):
+        Settings.from_env({"QUEEN_WORKERS": "0"})
+    with pytest.raises(ConfigError, match="--worker-ports 65535 with 2 workers"):
+        Settings.from_env({}, workers=2, worker_ports=65535)
+
+
+def test_each_worker_gets_a_share_of_the_pool_and_the_cluster_room_for_all() -> None:
+    one = Settings(workers=1, db_pool_size=20, push_shards=4)
+    assert one.pool_per_worker == 20
+    assert one.embedded_max_connections == 21 + 10  # the pool, LISTEN, the reserve
+    four = Settings(workers=4, db_pool_size=20, push_shards=4)
+    assert four.pool_per_worker == 6  # never below the push shards + 2
+    assert four.embedded_max_connections == 4 * 7 + 10
+    two = Settings(workers=2, db_pool_size=40, push_shards=4)
+    assert two.pool_per_worker == 20
+
+
+def test_a_worker_spools_in_a_directory_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    single = Settings(data_dir=tmp_path)
+    assert single.spool_directory == tmp_path / "spool"
+    worker = Settings(data_dir=tmp_path, workers=2, worker_index=2)
+    assert worker.spool_root == tmp_path / "spool"
+    assert worker.spool_directory == tmp_path / "spool" / "worker-2"
