@@ -66,8 +66,8 @@ async def open_broker(settings: Settings, database_url: str, *,
                       adopt_from=worker_directories(settings.spool_root))
     else:
         # A restarted worker may find its predecessor's lock still being let go.
-        spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file,
-                      wait=ORPHAN_WAIT_SECONDS)
+        spool = Spool(settings.spool_directory, root=settings.spool_root,
+                      records_per_file=settings.spool_records_per_file, wait=ORPHAN_WAIT_SECONDS)
     await spool.open()
     try:
         async with open_database(

@@ -17,6 +17,13 @@ committed. A failure that says "not now" (the connection, a lock or statement ti
 deadlock, a serialization failure, a busy pool) stops the round and is retried with backoff;
 only a record that can never land goes to failed/ with the reason, and `retry_failed` puts
 failed/ back in line on demand. Every disk access runs in a worker thread.
+
+Several workers (spool_root.py): each appends to its own directory, and a partition with
+records spooled anywhere under the root is marked held, so every worker spools its pushes
+too. Records are stamped in order under the marker's lock; replaying a partition takes that
+lock, gathers the partition's records from every directory and lands them in stamp order,
+then removes the marker. A worker that meets, in its own files, a partition whose marker is
+gone skips those records: another worker landed them.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +47,7 @@ import attrs
 import msgspec
 import trio
 
-from ..errors import ConfigError, DatabaseUnavailable
+from ..errors import DatabaseUnavailable
 from ..logs import Throttle
 from ..queues.queues import Queues
 from ..storage import frames
@@ -48,7 +57,21 @@ from ..storage.sql import Q
 from .bundle import PackedGroup, Segment, commit_bundle
 from .items import Group, PushItem
 from .outcome import Outcome
-from .spool_root import adopt, hold_directory
+from .spool_root import (
+    FAILED,
+    Marker,
+    adopt,
+    claim_root,
+    directories,
+    hold_directory,
+    is_held,
+    lock_marker,
+    lock_markers,
+    mark_held,
+    marker_path,
+    sequence_of,
+    spool_files,
+)
 
 log = logging.getLogger("queen_trio.spool")
 
@@ -67,6 +90,9 @@ class SpoolRecord(msgspec.Struct, array_like=True):
     trace_id: bytes | None
     payload: bytes
     encrypted: bool
+    # Its place among the partition's spooled records, in every directory (0: written before
+    # stamps, ordered by its file alone).
+    stamp: int = 0
 
 
 _ENCODE = msgspec.msgpack.Encoder()
@@ -78,15 +104,22 @@ def encode_record(record: SpoolRecord) -> bytes:
     return RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body
 
 
-def read_records(path: Path) -> Iterator[SpoolRecord]:
-    """Every whole record of a file; a torn tail (a crash mid-write, never answered) ends it."""
-    data = path.read_bytes()
+def read_records(path: Path, *, quiet: bool = False) -> Iterator[SpoolRecord]:
+    """Every whole record of a file; a torn tail (a crash mid-write, never answered) ends it.
+    `quiet`: the file may be another worker's, being appended to right now."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if not quiet:
+            raise
+        return  # its owner replayed it and removed it meanwhile
     at = 0
     while at + RECORD_HEADER.size <= len(data):
         length, crc = RECORD_HEADER.unpack_from(data, at)
         body = data[at + RECORD_HEADER.size: at + RECORD_HEADER.size + length]
         if len(body) < length or zlib.crc32(body) != crc:
-            log.warning("spool file ends in a torn record", extra={"file": str(path)})
+            if not quiet:
+                log.warning("spool file ends in a torn record", extra={"file": str(path)})
             return
         yield _DECODE.decode(body)
         at += RECORD_HEADER.size + length
@@ -101,11 +134,14 @@ class SpoolStatistics:
 
 
 class Spool:
-    def __init__(self, directory: Path, *, records_per_file: int = 10_000,
-                 adopt_from: list[Path] | None = None, wait: float = 0.0) -> None:
-        """`adopt_from`: directories whose files move here at open, if nobody holds them;
+    def __init__(self, directory: Path, *, root: Path | None = None,
+                 records_per_file: int = 10_000, adopt_from: list[Path] | None = None,
+                 wait: float = 0.0) -> None:
+        """`root`: the spool root when `directory` is a worker's (None: they are one);
+        `adopt_from`: directories whose files move here at open, if nobody holds them;
         `wait`: how long open() waits for the directory's lock."""
         self.directory = Path(directory)
+        self.root = Path(root) if root is not None else self.directory
         self._adopt_from = adopt_from or []
         self._wait = wait
         self.failed_dir = self.directory / "failed"
@@ -121,6 +157,8 @@ class Spool:
         self._files = 0
         self._replayed = 0
         self._throttle = Throttle()
+        # Message ids this process moved to failed/: never gathered again this run.
+        self._failed_ids: set[bytes] = set()
         self.wake = trio.Event()
 
     # -- ownership and boot ------------------------------------------------------------------
@@ -144,6 +182,10 @@ class Spool:
         self._files = len(existing)
         self._recount()
         self._failed = sum(1 for p in self.failed_dir.glob("*.log") for _ in read_records(p))
+        if self.root == self.directory:
+            # A single broker owns the whole root: mark what it holds (a supervisor does it
+            # for its workers, claim_spool_root).
+            mark_held(self.root, set(self._pending))
 
     def _recount(self) -> None:
         self._pending = _count_pending(self.files)
@@ -162,7 +204,9 @@ class Spool:
                                files=self._files, replayed=self._replayed)
 
     def holds(self, queue: str, partition: str) -> bool:
-        return self._pending[(queue, partition)] > 0
+        """Whether pushes to the partition must queue behind spooled records, here or in any
+        worker's directory."""
+        return self._pending[(queue, partition)] > 0 or is_held(self.root, queue, partition)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -170,6 +214,16 @@ class Spool:
         """Append and fsync; only then may `buffered` be answered."""
         if not records:
             return
+        # The partitions' markers first (the order every lock here is taken in), then the
+        # file: no other process stamps or replays these partitions until the fsync is done.
+        markers = await trio.to_thread.run_sync(_stamp, self.root, records)
+        try:
+            await self._write(records)
+        finally:
+            await trio.to_thread.run_sync(_release, markers)
+        self.wake.set()
+
+    async def _write(self, records: list[SpoolRecord]) -> None:
         data = b"".join(encode_record(r) for r in records)
         async with self._write_lock:
             if self._active is None or self._active_count >= self._records_per_file:
@@ -186,7 +240,6 @@ class Spool:
             self._active_count += len(records)
             for r in records:
                 self._pending[(r.queue, r.partition)] += 1
-        self.wake.set()
 
     async def seal(self) -> None:
         """New writes go to a new file (the replay takes the sealed ones)."""
@@ -200,36 +253,57 @@ class Spool:
         transient failure (the next call resumes)."""
         await self.seal()
         landed = 0
+        cache: dict[Path, tuple[tuple[int, int], list[SpoolRecord]]] = {}
         for path in await trio.to_thread.run_sync(self.files):
             records = await trio.to_thread.run_sync(_read_all, path)
-            by_partition: dict[tuple[str, str], list[SpoolRecord]] = {}
-            for record in records:
-                by_partition.setdefault((record.queue, record.partition), []).append(record)
-            for key, group in by_partition.items():
-                for start in range(0, len(group), REPLAY_CHUNK):
-                    chunk = group[start:start + REPLAY_CHUNK]
+            mine = Counter((r.queue, r.partition) for r in records)  # in order of appearance
+            for key in mine:
+                marker = await trio.to_thread.run_sync(
+                    partial(lock_marker, marker_path(self.root, *key), create=False))
+                if marker is not None:  # else another worker landed the partition's records
                     try:
-                        landed += await _replay_chunk(db, queues, cipher, chunk)
-                    except Exception as exc:
-                        if is_transient(exc):
-                            # Not now: the whole file stays (the chunks that landed are
-                            # skipped next time), so its partitions still count as holding
-                            # records, and new pushes to them keep queueing behind.
-                            log.info("spool replay paused", extra={"error": str(exc)})
-                            async with self._write_lock:  # appends count under it too
-                                self._pending = await trio.to_thread.run_sync(_count_pending,
-                                                                              self.files)
-                            self._replayed += landed
-                            return landed
-                        await self._fail(chunk, exc)
-                    self._pending[key] -= len(chunk)
-                    if self._pending[key] <= 0:
-                        del self._pending[key]
+                        landed += await self._replay_partition(db, queues, cipher, key, cache)
+                    except _Paused as paused:
+                        await trio.to_thread.run_sync(_release, [marker])
+                        log.info("spool replay paused", extra={"error": str(paused.cause)})
+                        async with self._write_lock:  # appends count under it too
+                            self._pending = await trio.to_thread.run_sync(_count_pending,
+                                                                          self.files)
+                        self._replayed += landed + paused.landed
+                        return landed + paused.landed
+                    except BaseException:
+                        await trio.to_thread.run_sync(_release, [marker])
+                        raise
+                    # Every record of the partition, in every directory, has landed.
+                    await trio.to_thread.run_sync(partial(marker.release, remove=True))
+                self._pending[key] -= mine[key]
+                if self._pending[key] <= 0:
+                    del self._pending[key]
             await trio.to_thread.run_sync(_remove, path)
             self._files -= 1
         if not self._files:
             self._pending.clear()  # whatever a recount raced with, nothing is left
         self._replayed += landed
+        return landed
+
+    async def _replay_partition(self, db: Database, queues: Queues, cipher: PayloadCipher,
+                                key: tuple[str, str],
+                                cache: dict[Path, tuple[tuple[int, int], list[SpoolRecord]]]
+                                ) -> int:
+        """Under the partition's marker: its records from every directory, in stamp order."""
+        gathered = await trio.to_thread.run_sync(_gather, self.root, key, cache)
+        todo = [r for r in gathered if r.message_id not in self._failed_ids]
+        landed = 0
+        for start in range(0, len(todo), REPLAY_CHUNK):
+            chunk = todo[start:start + REPLAY_CHUNK]
+            try:
+                landed += await _replay_chunk(db, queues, cipher, chunk)
+            except Exception as exc:
+                if is_transient(exc):
+                    # Not now: the files stay (the chunks that landed are skipped next time),
+                    # so the partition stays held, and new pushes to it keep queueing behind.
+                    raise _Paused(exc, landed) from exc
+                await self._fail(chunk, exc)
         return landed
 
     async def _fail(self, chunk: list[SpoolRecord], exc: BaseException) -> None:
@@ -242,21 +316,31 @@ class Spool:
             path = self.failed_dir / f"spool-{self._sequence:012d}.log"
         await trio.to_thread.run_sync(_write_failed, path, chunk, reason)
         self._failed += len(chunk)
+        self._failed_ids.update(r.message_id for r in chunk)
 
     async def retry_failed(self) -> int:
-        """Put every record of failed/ back in line for replay; the number requeued."""
+        """Put every record of failed/ (this directory's and every other worker's) back in
+        line for replay here; the number requeued."""
         moved = 0
-        async with self._write_lock:
-            for path in sorted(await trio.to_thread.run_sync(
-                    lambda: list(self.failed_dir.glob("spool-*.log")))):
-                self._sequence += 1
-                target = self.directory / f"spool-{self._sequence:012d}.log"
-                records = await trio.to_thread.run_sync(_requeue, path, target)
-                self._files += 1
-                self._failed -= len(records)
-                for r in records:
-                    self._pending[(r.queue, r.partition)] += 1
-                moved += len(records)
+        for path in await trio.to_thread.run_sync(_failed_files, self.root, self.directory):
+            records = await trio.to_thread.run_sync(_read_all, path)
+            # Held while it moves: a replay of these partitions waits, then sees it.
+            markers = await trio.to_thread.run_sync(
+                lock_markers, [marker_path(self.root, r.queue, r.partition) for r in records])
+            try:
+                async with self._write_lock:
+                    self._sequence += 1
+                    target = self.directory / f"spool-{self._sequence:012d}.log"
+                    await trio.to_thread.run_sync(_requeue, path, target)
+                    self._files += 1
+                    if path.parent == self.failed_dir:
+                        self._failed -= len(records)
+                    for r in records:
+                        self._pending[(r.queue, r.partition)] += 1
+                        self._failed_ids.discard(r.message_id)
+                    moved += len(records)
+            finally:
+                await trio.to_thread.run_sync(_release, markers)
         if moved:
             log.warning("failed spool records put back for replay", extra={"records": moved})
             self.wake.set()
@@ -321,8 +405,92 @@ def _append_fsync(path: Path, data: bytes) -> None:
     _fsync_directory(path.parent)
 
 
+class _Paused(Exception):
+    """A transient failure stopped a partition's replay, after `landed` records."""
+
+    def __init__(self, cause: BaseException, landed: int) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.landed = landed
+
+
 def _read_all(path: Path) -> list[SpoolRecord]:
     return list(read_records(path))
+
+
+def _stamp(root: Path, records: list[SpoolRecord]) -> list[Marker]:
+    """Lock the records' partitions' markers and stamp the records, in order."""
+    paths = [marker_path(root, r.queue, r.partition) for r in records]
+    markers = lock_markers(paths)
+    by_path = {m.path: m for m in markers}
+    stamps = {path: iter(by_path[path].next_stamps(n)) for path, n in Counter(paths).items()}
+    for record, path in zip(records, paths, strict=True):
+        record.stamp = next(stamps[path])
+    return markers
+
+
+def _release(markers: list[Marker]) -> None:
+    for marker in markers:
+        marker.release()
+
+
+def _gather(root: Path, key: tuple[str, str],
+            cache: dict[Path, tuple[tuple[int, int], list[SpoolRecord]]]) -> list[SpoolRecord]:
+    """Every record of the partition `key` in every directory under the root, in stamp order
+    (then by directory, file and place). The caller holds the partition's marker, so no
+    record of it is being written; files unchanged since the last look come from `cache`."""
+    found: list[tuple[int, int, int, int, SpoolRecord]] = []
+    for d, directory in enumerate(directories(root)):
+        for path in spool_files(directory):
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                continue  # replayed and removed by its owner
+            version = (info.st_size, info.st_mtime_ns)
+            cached = cache.get(path)
+            if cached is None or cached[0] != version:
+                cached = cache[path] = (version, list(read_records(path, quiet=True)))
+            for n, record in enumerate(cached[1]):
+                if (record.queue, record.partition) == key:
+                    found.append((record.stamp, d, sequence_of(path), n, record))
+    found.sort(key=lambda entry: entry[:4])
+    return [entry[4] for entry in found]
+
+
+def _failed_files(root: Path, own: Path) -> list[Path]:
+    """failed/ files of every directory under the root, this process's own first."""
+    others = [d for d in directories(root) if d != own]
+    return [path for d in (own, *others) for path in spool_files(d / FAILED)]
+
+
+@attrs.frozen
+class DirectoryUsage:
+    directory: Path
+    pending: int
+    failed: int
+    files: int
+
+
+def directory_usage(directory: Path) -> DirectoryUsage:
+    """What a spool directory holds, read from its files (another worker's, say)."""
+    files = spool_files(directory)
+    return DirectoryUsage(
+        directory=directory,
+        pending=sum(1 for path in files for _ in read_records(path, quiet=True)),
+        failed=sum(1 for path in spool_files(directory / FAILED)
+                   for _ in read_records(path, quiet=True)),
+        files=len(files))
+
+
+@contextmanager
+def claim_spool_root(root: Path, *, workers: int) -> Iterator[None]:
+    """A supervisor's hold on the spool root for its workers (spool_root.claim_root), and the
+    held markers of every partition spooled in any directory, made before a worker starts."""
+    with claim_root(root, workers=workers):
+        keys = {(r.queue, r.partition) for d in directories(root) for path in spool_files(d)
+                for r in read_records(path)}
+        mark_held(root, keys)
+        yield
 
 
 def _count_pending(files: Callable[[], list[Path]]) -> Counter[tuple[str, str]]:

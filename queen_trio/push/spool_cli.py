@@ -25,6 +25,7 @@ from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from ..storage.encryption import PayloadCipher
 from .spool import Spool
+from .spool_root import worker_directories
 
 PREFIX = "queen-trio spool retry"
 
@@ -34,7 +35,9 @@ def run(settings: Settings, url: str, token: str | None) -> int:
 
 
 async def _retry(settings: Settings, url: str, token: str | None) -> int:
-    spool = Spool(settings.spool_directory, records_per_file=settings.spool_records_per_file)
+    # Offline, every worker's directory is this command's to replay.
+    spool = Spool(settings.spool_root, records_per_file=settings.spool_records_per_file,
+                  adopt_from=worker_directories(settings.spool_root))
     try:
         await spool.open()
     except ConfigError:

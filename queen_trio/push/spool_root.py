@@ -14,13 +14,17 @@ by a single broker) and those of workers beyond its count; a single broker adopt
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
+import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+import attrs
 
 from ..errors import ConfigError
 
@@ -149,3 +153,103 @@ def claim_root(root: Path, *, workers: int) -> Iterator[None]:
         yield
     finally:
         lock.close()
+
+
+# -- held markers: which partitions have spooled records, in any directory -----------------
+#
+# A partition with spooled records anywhere under the root has a marker, `held/<digest>`.
+# While it exists every process spools that partition's pushes too, behind what is already
+# spooled, so a producer whose next request lands on another worker keeps its order. The
+# marker's flock serialises, across processes, appending records of its partition and
+# replaying them: the appender stamps its records in order (the stamp is kept in the marker),
+# and the replayer, holding the lock, gathers the partition's records from every directory,
+# lands them in stamp order and then removes the marker. A marker that is gone therefore
+# means: every record of that partition in any file has landed.
+
+HELD = "held"
+_STAMP = struct.Struct(">Q")
+
+
+def marker_path(root: Path, queue: str, partition: str) -> Path:
+    digest = hashlib.blake2b(f"{queue}\0{partition}".encode(), digest_size=16).hexdigest()
+    return root / HELD / digest
+
+
+def is_held(root: Path, queue: str, partition: str) -> bool:
+    """A stat of the marker (a cached negative lookup once nothing is held): no file opened."""
+    return os.path.exists(marker_path(root, queue, partition))
+
+
+@attrs.define
+class Marker:
+    """A held marker, locked (exclusively) until `release`."""
+
+    path: Path
+    fd: int
+
+    def next_stamps(self, count: int) -> list[int]:
+        """`count` stamps, each above any this partition had (nanoseconds, so a marker made
+        again later still stamps after the records it once covered)."""
+        data = os.pread(self.fd, _STAMP.size, 0)
+        last = _STAMP.unpack(data)[0] if len(data) == _STAMP.size else 0
+        first = max(time.time_ns(), last + 1)
+        os.pwrite(self.fd, _STAMP.pack(first + count - 1), 0)
+        return list(range(first, first + count))
+
+    def release(self, *, remove: bool = False) -> None:
+        if self.fd < 0:
+            return
+        try:
+            if remove:  # under the lock: no appender is between its stamp and its fsync
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def lock_marker(path: Path, *, create: bool) -> Marker | None:
+    """The marker at `path`, locked (waits for its holder); None when it does not exist and
+    `create` is False."""
+    if create:
+        path.parent.mkdir(exist_ok=True)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        except FileNotFoundError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            linked = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            linked = False
+        if linked:
+            return Marker(path, fd)
+        os.close(fd)  # removed while we waited: what it covered has landed
+        if not create:
+            return None
+
+
+def lock_markers(paths: list[Path]) -> list[Marker]:
+    """Several markers, created if need be, locked in one order (no deadlock between two
+    processes that both append to the same partitions)."""
+    held: list[Marker] = []
+    try:
+        for path in sorted(set(paths)):
+            marker = lock_marker(path, create=True)
+            assert marker is not None
+            held.append(marker)
+    except BaseException:
+        for marker in held:
+            marker.release()
+        raise
+    return held
+
+
+def mark_held(root: Path, keys: set[tuple[str, str]], stamp: int = 0) -> None:
+    """Markers for partitions found in spool files at a boot (a power loss may have lost a
+    marker, never a record): made before anyone serves."""
+    for queue, partition in keys:
+        marker = lock_marker(marker_path(root, queue, partition), create=True)
+        assert marker is not None
+        os.pwrite(marker.fd, _STAMP.pack(stamp), 0)
+        marker.release()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import trio
+
 from .. import __version__, wire
 from ..broker import Broker
 from ..consume import acks
@@ -9,6 +11,8 @@ from ..consume.dlq import read_dead_letters
 from ..consume.pop import parse_pop
 from ..ops import traces
 from ..push.parse import parse_push_body
+from ..push.spool import directory_usage
+from ..push.spool_root import directories
 from ..push.transactions import parse_transaction
 from ..queues.queues import parse_configure
 from .app import App, Router
@@ -173,12 +177,24 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("GET", "/api/v1/traces/by-name/:traceName", trace_by_name, access=READ)
     router.add("GET", "/api/v1/traces/:partitionId/:transactionId", trace_of_message, access=READ)
     async def buffers(request: Request) -> Response:
-        stats = broker.spool.statistics()
-        reply: dict[str, object] = {"pending": stats.pending, "failed": stats.failed,
-                                    "files": stats.files, "dbHealthy": await broker.db.ping()}
+        # This process's own from memory; other workers' directories from their files.
+        spool = broker.spool
+        own = spool.statistics()
+        others = await trio.to_thread.run_sync(lambda: [
+            directory_usage(d) for d in directories(spool.root) if d != spool.directory])
+        reply: dict[str, object] = {
+            "pending": own.pending + sum(u.pending for u in others),
+            "failed": own.failed + sum(u.failed for u in others),
+            "files": own.files + sum(u.files for u in others),
+            "dbHealthy": await broker.db.ping()}
         # Where the broker keeps its files is for admins only.
         if await auth.grants(request.headers, ADMIN):
-            reply["directory"] = str(broker.spool.directory.absolute())
+            reply["directory"] = str(spool.directory.absolute())
+            reply["directories"] = [
+                {"directory": str(spool.directory.absolute()), "pending": own.pending,
+                 "failed": own.failed, "files": own.files},
+                *({"directory": str(u.directory.absolute()), "pending": u.pending,
+                   "failed": u.failed, "files": u.files} for u in others)]
         return json_response(200, reply)
 
     async def retry_spool(request: Request) -> Response:

@@ -32,7 +32,7 @@ import trio
 import trio_asyncio
 
 from ..exits import WorkerFailed
-from ..push.spool_root import claim_root
+from ..push.spool import claim_spool_root
 from ..settings import Settings
 from ..storage.database import is_connection_failure, migrate
 from ..storage.datadir import claim_data_dir
@@ -85,7 +85,7 @@ async def supervise(settings: Settings, stop: trio.Event, lifecycle: Lifecycle, 
         # again for itself.
         await Authenticator(settings.auth).start()
         with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
-            with claim_root(settings.spool_root, workers=settings.workers):
+            with claim_spool_root(settings.spool_root, workers=settings.workers):
                 async with running_database(settings, lifecycle) as url:
                     if stop.is_set():
                         return

@@ -8,7 +8,6 @@ import signal
 import httpx
 import pytest
 import trio
-import trio_asyncio
 
 from queen_trio.broker import open_broker
 from queen_trio.storage.encryption import PayloadCipher
@@ -17,6 +16,7 @@ from tests.support.brokers import make_settings
 from tests.support.clusters import running_cluster
 from tests.support.db import db_execute
 from tests.support.processes import broker_process
+from tests.support.storage import stored_at
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
@@ -34,29 +34,6 @@ async def stop(server):
 
 async def start(server):
     await trio.to_thread.run_sync(server.start)
-
-
-async def stored(url, queue):
-    """(partition, transaction id, encrypted, payload) of every stored message, in offset order."""
-    import asyncpg
-
-    from queen_trio.storage import frames
-
-    async def run():
-        conn = await asyncpg.connect(url)
-        try:
-            return await conn.fetch(
-                "SELECT p.name, s.frames FROM queen.segments s "
-                "JOIN queen.partitions p ON p.id = s.partition_id "
-                "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1 "
-                "ORDER BY p.name, s.first_offset", queue)
-        finally:
-            await conn.close()
-
-    async with trio_asyncio.open_loop():
-        rows = await trio_asyncio.aio_as_trio(run)()
-    return [(r["name"], f.transaction_id, f.encrypted, f.payload)
-            for r in rows for f in frames.unpack(r["frames"])]
 
 
 async def wait_drained(client):
@@ -103,7 +80,7 @@ async def test_outage_in_a_stream_of_pushes_loses_and_duplicates_nothing(private
                 stop_producing.set()
             assert statuses == {"queued", "buffered"}
             await wait_drained(client)
-    rows = await stored(url, "stream")
+    rows = await stored_at(url, "stream")
     for partition, txids in answered.items():
         landed = [txid for name, txid, _, _ in rows if name == partition]
         assert landed == txids, f"{partition}: every answered item once, in order"
@@ -131,7 +108,7 @@ async def test_sigkill_while_spooled_then_replay_on_restart(private_postgres, tm
     async with broker_process(env, workers=workers) as (base, _):
         async with httpx.AsyncClient(base_url=base) as client:
             await wait_drained(client)
-    assert [txid for _, txid, _, _ in await stored(url, "k")] == ["before", *buffered]
+    assert [txid for _, txid, _, _ in await stored_at(url, "k")] == ["before", *buffered]
 
 
 async def test_encrypted_queue_survives_replay_and_boot_with_the_database_down(
@@ -163,7 +140,7 @@ async def test_encrypted_queue_survives_replay_and_boot_with_the_database_down(
             r = await client.get("/api/v1/pop/queue/vault", params={"batch": "5"})
             assert [m["data"] for m in r.json()["messages"]] == [{"pin": 1.5}, {"pin": 2}]
             assert b'{"pin":1.50}' in r.content
-    rows = await stored(url, "vault")
+    rows = await stored_at(url, "vault")
     assert [(txid, encrypted) for _, txid, encrypted, _ in rows] == [
         ("known", True), ("unknown", True)]
     # Encrypted exactly once: one decryption gives the plaintext.
@@ -193,7 +170,7 @@ async def test_replay_is_idempotent_whatever_the_dedup_window(private_postgres, 
         transport = httpx.ASGITransport(app=create_app(broker))
         async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
             await wait_drained(client)
-    assert [payload for *_, payload in await stored(url, "nodedup")] == [b"0", b"1", b"2"]
+    assert [payload for *_, payload in await stored_at(url, "nodedup")] == [b"0", b"1", b"2"]
 
 
 async def test_a_record_that_can_never_land_goes_to_failed(private_postgres, tmp_path):
@@ -213,6 +190,6 @@ async def test_a_record_that_can_never_land_goes_to_failed(private_postgres, tmp
             await start(private_postgres)
             status = await wait_drained(client)
             assert status["failed"] == 1
-    assert [name for name, *_ in await stored(url, "f")] == ["fine"]
+    assert [name for name, *_ in await stored_at(url, "f")] == ["fine"]
     reasons = list((spool_dir / "failed").glob("*.reason"))
     assert len(reasons) == 1 and "poisoned partition" in reasons[0].read_text()

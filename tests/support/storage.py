@@ -35,6 +35,29 @@ async def stored_messages(db: Database, queue: str, partition: str = "Default") 
     return out
 
 
+async def stored_at(url: str, queue: str) -> list[tuple[str, str, bool, bytes]]:
+    """(partition, transaction id, encrypted, payload) of every stored message of `queue`,
+    by partition in offset order, read on a connection of its own (no broker needed)."""
+    import asyncpg
+    import trio_asyncio
+
+    async def run() -> list:
+        conn = await asyncpg.connect(url)
+        try:
+            return await conn.fetch(
+                "SELECT p.name, s.frames FROM queen.segments s "
+                "JOIN queen.partitions p ON p.id = s.partition_id "
+                "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1 "
+                "ORDER BY p.name, s.first_offset", queue)
+        finally:
+            await conn.close()
+
+    async with trio_asyncio.open_loop():
+        rows = await trio_asyncio.aio_as_trio(run)()
+    return [(r["name"], f.transaction_id, f.encrypted, f.payload)
+            for r in rows for f in frames.unpack(r["frames"])]
+
+
 def push_body(*items: dict) -> dict:
     return {"items": list(items)}
 
