@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-import trio
 
+from tests.support.cli import run_cli
 from tests.support.consuming import pop, push
 
 UUID = "0198f2c1-4d3a-7c10-9f2b-6a1e5d0c7b83"
@@ -82,18 +80,15 @@ async def test_the_trace_command_prints_a_timeline(http_url, client):
     for queue, note in (("a.step1", "first"), ("a.step2", "second")):
         m = (await pop(client, queue))["messages"][0]
         assert (await trace(client, m, {"note": note}, ["flow-7"])).status_code == 201
-    done = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "flow-7",
-                                   "--url", http_url], capture_stdout=True, capture_stderr=True)
-    out = done.stdout.decode()
+    done = await run_cli("trace", "flow-7", "--url", http_url, "-o", "table")
+    out = done.out
     assert "trace 'flow-7': 2 events on 2 messages" in out
     lines = out.splitlines()
     assert lines[1].split()[:3] == ["TIME", "QUEUE/PARTITION", "GROUP"]
     assert "a.step1/Default" in lines[2] and '{"note":"first"}' in lines[2]
     assert "a.step2/Default" in lines[3] and '{"note":"second"}' in lines[3]
-    unreachable = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "x",
-                                          "--url", "http://127.0.0.1:1"], capture_stdout=True,
-                                         capture_stderr=True, check=False)
-    assert unreachable.returncode == 6 and b"cannot reach" in unreachable.stderr
+    unreachable = await run_cli("trace", "x", "--url", "http://127.0.0.1:1")
+    assert unreachable.status == 6 and "cannot reach" in unreachable.err
 
 
 async def test_the_trace_command_counts_in_the_singular_and_exits_4_on_an_empty_trace(
@@ -101,14 +96,11 @@ async def test_the_trace_command_counts_in_the_singular_and_exits_4_on_an_empty_
     await push(client, "solo", "x", txids=["t1"])
     m = (await pop(client, "solo"))["messages"][0]
     assert (await trace(client, m, {"note": "only"}, ["just-one"])).status_code == 201
-    one = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "just-one",
-                                  "--url", http_url], capture_stdout=True)
-    assert "trace 'just-one': 1 event on 1 message\n" in one.stdout.decode()
-    unknown = await trio.run_process([sys.executable, "-m", "queen_trio", "trace", "no-such",
-                                      "--url", http_url], capture_stdout=True,
-                                     capture_stderr=True, check=False)
-    assert unknown.returncode == 4
-    assert unknown.stdout.decode() == "trace 'no-such': no events\n"
+    one = await run_cli("trace", "just-one", "--url", http_url, "-o", "table")
+    assert "trace 'just-one': 1 event on 1 message\n" in one.out
+    unknown = await run_cli("trace", "no-such", "--url", http_url, "-o", "table")
+    assert unknown.status == 4
+    assert unknown.out == "trace 'no-such': no events\n"
 
 
 @pytest.mark.parametrize(("body", "status", "message"), [
