@@ -77,6 +77,32 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
     root.add_command(command)
 
 
+# One line each in the command lists (the docstrings' first sentences say more).
+SHORT_HELP = {
+    ("status",): "The broker's figures, or one queue's.",
+    ("lag",): "Consumer groups behind their queues.",
+    ("replay",): "Rewind a group on a queue (prints the UTC time sent).",
+    ("push",): "Push NDJSON from stdin (--ack-source: the lossless copy).",
+    ("pop",): "Pop messages, one JSON line each.",
+    ("ack",): "Ack a message, or every line pop or tail printed.",
+    ("tail",): "Print messages as they come, one JSON line each.",
+    ("apply",): "Make the broker match Queue and ConsumerGroup manifests.",
+    ("trace",): "A trace's timeline.",
+    ("metrics",): "The broker's figures, JSON or Prometheus.",
+    ("context",): "Named brokers (server, token) and the current one.",
+    ("queue", "configure"): "Create a queue or change its options.",
+    ("queue", "delete"): "Delete a queue and everything in it.",
+    ("queue", "list"): "Every queue with its counters.",
+    ("group", "delete"): "Delete a group's cursors, leases and subscription.",
+    ("group", "seek"): "Move a group's cursors to a time or the end.",
+}
+for path, text in SHORT_HELP.items():
+    target: click.Command = root
+    for name in path:
+        target = target.commands[name]  # type: ignore[attr-defined]
+    target.short_help = text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     instruction = os.environ.get(COMPLETE_VAR)
     if instruction:  # the shell asks for completions (`queen-trio completion bash`)

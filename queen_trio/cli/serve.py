@@ -20,7 +20,7 @@ DEFAULTS = Settings()
     "queen-trio serve  # embedded PostgreSQL, port 6632",
     "queen-trio serve --host 127.0.0.1 --port 7000 --access-log",
     "DATABASE_URL=postgresql://user:pw@db/queen queen-trio serve"),
-    short_help="run the broker (HTTP, port 6632 by default)")
+    short_help="Run the broker (HTTP, port 6632 by default).")
 @click.option("--host", help=f"listen address (HOST; default {DEFAULTS.host})")
 @click.option("--port", type=int, help=f"listen port (PORT; default {DEFAULTS.port})")
 @click.option("--data-dir", type=click.Path(path_type=Path),
