@@ -9,7 +9,6 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
-import jwt
 
 from .errors import ConfigError
 
@@ -56,6 +55,8 @@ def parse_log_format(name: str, raw: str) -> str:
 
 
 def _usable(algorithm: str, pem: str) -> bool:
+    import jwt  # here, not at import: every `queen-trio` command imports this module
+
     try:
         jwt.algorithms.get_default_algorithms()[algorithm].prepare_key(pem)
     except Exception:
