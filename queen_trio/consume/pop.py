@@ -176,6 +176,11 @@ class Consumer:
         for key in [key for key in self._joined if key[0] == queue]:
             del self._joined[key]
 
+    def forget_joined_groups(self) -> None:
+        """Forget which groups joined which queues: the next claim of each goes alone again
+        (after a test broker's reset, the queues they joined are gone)."""
+        self._joined.clear()
+
     def statistics(self) -> ConsumerStatistics:
         return ConsumerStatistics(joined_groups=len(self._joined),
                                   claims=self.claims.statistics(),

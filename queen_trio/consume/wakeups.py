@@ -69,6 +69,15 @@ class WakeRegistry:
                 del self._watchers[queue]
                 self._events.pop(queue, None)
 
+    def forget_all(self) -> None:
+        """Wake every waiter (to re-check) and drop every queue's event (a test broker's
+        reset: the queues are gone)."""
+        for event in self._events.values():
+            event.set()
+        self._events.clear()
+        self._any.set()
+        self._any = trio.Event()
+
     def notify(self, queue: str) -> None:
         self._notifications += 1
         event = self._events.pop(queue, None)

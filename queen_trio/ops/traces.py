@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import uuid
@@ -85,26 +86,28 @@ def _event(row: Any) -> dict[str, Any]:
             "trace_names": list(row["trace_names"] or [])}
 
 
+def _payload(cipher: PayloadCipher, frame_bytes: bytes | None) -> msgspec.Raw | None:
+    """A stored frame's payload, decrypted (None: retention removed the message, or this
+    broker's key cannot read it)."""
+    if frame_bytes is None:
+        return None
+    frame = next(framing.unpack(frame_bytes))
+    try:
+        return msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted else frame.payload)
+    except Exception:
+        return None  # not readable with this broker's key (docs/api.md: DLQ)
+
+
 async def by_name(db: Database, cipher: PayloadCipher, name: str,
                   query: dict[str, str]) -> dict[str, Any]:
     name = wire.name(name, "traceName")
     page = wire.pagination(query, default_limit=100, max_limit=10_000)
     rows = await db.fetch(Q.trace_by_name, trace_name=name, limit=page.limit,
                           offset=page.offset)
-    traces = []
-    for row in rows:
-        payload = None
-        if row["frame"] is not None:
-            frame = next(framing.unpack(row["frame"]))
-            try:
-                payload = msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
-                                      else frame.payload)
-            except Exception:
-                payload = None  # not readable with this broker's key (docs/api.md: DLQ)
-        traces.append({**_event(row), "transaction_id": row["transaction_id"],
-                       "partition_id": str(row["partition_id"]),
-                       "queue_name": row["queue_name"], "partition_name": row["partition_name"],
-                       "message_payload": payload})
+    traces = [{**_event(row), "transaction_id": row["transaction_id"],
+               "partition_id": str(row["partition_id"]),
+               "queue_name": row["queue_name"], "partition_name": row["partition_name"],
+               "message_payload": _payload(cipher, row["frame"])} for row in rows]
     total = rows[0]["total"] if rows else await db.fetchval(Q.trace_name_total, trace_name=name)
     return {"traces": traces, "total": total, "pagination": page.to_wire()}
 
@@ -117,3 +120,26 @@ async def names(db: Database, query: dict[str, str]) -> dict[str, Any]:
                              "message_count": r["message_count"],
                              "last_seen": wire.format_millis(r["last_seen"])} for r in rows],
             "total": total, "pagination": page.to_wire()}
+
+
+async def recorded_since(db: Database, cipher: PayloadCipher, since: datetime.datetime, *,
+                         limit: int = 200) -> dict[str, Any]:
+    """What happened on the broker from `since` on (a test's report): every trace name
+    recorded, with its timeline as GET /traces/by-name answers it, and every message pushed
+    (at most `limit`), each with its trace events. Oldest first."""
+    names = [r["trace_name"] for r in await db.fetch(Q.trace_names_since, since=since)]
+    timelines = {name: await by_name(db, cipher, name, {"limit": str(limit)}) for name in names}
+    rows = await db.fetch(Q.messages_pushed_since, since=since, limit=limit)
+    events: dict[tuple[uuid.UUID, str], list[dict[str, Any]]] = {}
+    for event in await db.fetch(Q.trace_events_since, since=since):
+        key = (event["partition_id"], event["transaction_id"])
+        events.setdefault(key, []).append(_event(event))
+    messages = [{"created_at": wire.format_millis(row["created_at"]),
+                 "queue_name": row["queue_name"], "partition_name": row["partition_name"],
+                 "partition_id": str(row["partition_id"]),
+                 "transaction_id": row["transaction_id"],
+                 "payload": _payload(cipher, row["frame"]),
+                 "traces": events.get((row["partition_id"], row["transaction_id"]), [])}
+                for row in rows]
+    return {"trace_names": names, "timelines": timelines, "messages": messages,
+            "messages_total": rows[0]["total"] if rows else 0}

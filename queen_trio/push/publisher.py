@@ -27,6 +27,10 @@ class Publisher:
         self._spool = spool
         self._warned_plaintext: set[str] = set()
 
+    def forget_warnings(self) -> None:
+        """Warn again about queues already warned about (a test broker's reset)."""
+        self._warned_plaintext.clear()
+
     async def push(self, items: list[PushItem], producer_sub: str | None) -> tuple[int, list[Any]]:
         """Commit every group; return (HTTP status, per-item results in request order)."""
         weight = sum(len(item.payload) for item in items)

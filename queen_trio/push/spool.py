@@ -148,6 +148,8 @@ class Spool:
         self._records_per_file = records_per_file
         self._lock_file: Any = None
         self._write_lock = trio.Lock()
+        # Held by a replay, so `discard` never deletes a file from under one.
+        self._replay_lock = trio.Lock()
         self._active: Path | None = None
         self._active_count = 0
         self._sequence = 0
@@ -246,11 +248,30 @@ class Spool:
         async with self._write_lock:
             self._active = None
 
+    async def discard(self) -> None:
+        """Delete every spooled record, replayed or failed, and forget their counts (a test
+        broker's reset: nothing of an earlier test may land later)."""
+        async with self._replay_lock, self._write_lock:
+            await trio.to_thread.run_sync(self._delete_files)
+            self._active = None
+            self._active_count = 0
+            self._pending.clear()
+            self._files = 0
+            self._failed = 0
+
+    def _delete_files(self) -> None:
+        for path in [*self.files(), *self.failed_dir.glob("spool-*")]:
+            path.unlink(missing_ok=True)
+
     # -- replay ------------------------------------------------------------------------------
 
     async def replay(self, db: Database, queues: Queues, cipher: PayloadCipher) -> int:
         """Replay every sealed file; the number of records that landed. Stops at the first
         transient failure (the next call resumes)."""
+        async with self._replay_lock:
+            return await self._replay_sealed(db, queues, cipher)
+
+    async def _replay_sealed(self, db: Database, queues: Queues, cipher: PayloadCipher) -> int:
         await self.seal()
         landed = 0
         cache: dict[Path, tuple[tuple[int, int], list[SpoolRecord]]] = {}

@@ -123,9 +123,11 @@ class EmbeddedPostgres:
     """Synchronous control of one private cluster; the broker calls it from a worker thread."""
 
     def __init__(self, data_dir: Path, *, port: int | None = None,
-                 max_connections: int = 300) -> None:
+                 max_connections: int = 300, durable: bool = True) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.max_connections = max_connections
+        # durable=False: a throwaway cluster (tests) that never fsyncs; a crash may lose it.
+        self.durable = durable
         self.pgdata = self.data_dir / "pgdata"
         self.bin_dir = find_bin_dir()
         self._port = port
@@ -275,6 +277,8 @@ class EmbeddedPostgres:
             self._run(
                 "initdb", "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
                 "--encoding=UTF8", "--locale=C", "--no-instructions",
+                # Throwaway: no fsync, and 1 MB WAL segments (less to copy: cluster_cache.py).
+                *(() if self.durable else ("--no-sync", "--wal-segsize=1")),
             )
             self._lock_door()
         port_file = self.data_dir / "port"
@@ -306,7 +310,10 @@ class EmbeddedPostgres:
             "-c unix_socket_directories=''",
             f"-c max_connections={self.max_connections}",
             "-c shared_buffers=128MB",
-            # Durability stays on: fsync, synchronous_commit and full_page_writes keep defaults.
+            # Durability stays on (fsync, synchronous_commit, full_page_writes) unless the
+            # cluster is a throwaway one.
+            *(() if self.durable else ("-c fsync=off", "-c synchronous_commit=off",
+                                       "-c full_page_writes=off", "-c min_wal_size=2MB")),
         ])
         self._run(
             "pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60",

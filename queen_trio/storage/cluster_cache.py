@@ -1,0 +1,189 @@
+"""The template cache: initialised, migrated clusters that a test broker copies instead of
+running initdb.
+
+initdb takes a second or two; copying its result takes a tenth of that. The cache keeps one
+template per PostgreSQL version and schema (the migrations' text), in the user's cache
+directory: `$XDG_CACHE_HOME/queen-trio`, else `~/.cache/queen-trio`. Under root it is
+`/var/cache/queen-trio`, which the cluster's user (queen-pg) can reach without opening /root.
+QUEEN_TRIO_CACHE_DIR overrides both. It is the one thing a test session leaves behind.
+
+A template is built in a temporary directory beside its final place and renamed into place
+once complete, so concurrent builders (pytest-xdist workers) never see half of one: the first
+rename wins and the others discard theirs. It was stopped cleanly, so a copy starts like a
+restarted cluster. It holds a migrated database, `queen_template`, for test databases to
+clone, and one clone made already, `queen_spare`. It carries the cluster's password file along
+(0600, in a 0700 cache only its owner reads): every copy shares the template's password, and
+admits nothing else (embedded.py).
+
+Templates are throwaway clusters (`durable=False`: no fsync). One that does not start is
+removed, and built again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .embedded import EmbeddedPostgres, EmbeddedPostgresError, find_bin_dir, scrubbed_environment
+from .sql import migrations
+
+log = logging.getLogger("queen_trio.cluster_cache")
+
+CACHE_ENV = "QUEEN_TRIO_CACHE_DIR"
+TEMPLATE_DATABASE = "queen_template"
+# A clone of the template made at build time: a session's first database costs a rename,
+# not a clone.
+SPARE_DATABASE = "queen_spare"
+# Bump when the layout of a cache entry changes.
+LAYOUT = "v1"
+READY = "READY"
+# Entries of other keys (older schemas) kept besides the current one.
+KEEP_OTHERS = 2
+# A copy whose server does not start (a port another process took meanwhile) is retried.
+START_ATTEMPTS = 3
+# A build directory this old belongs to a builder that died.
+ABANDONED_SECONDS = 600
+
+
+def cache_root() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    if os.geteuid() == 0:
+        # Never under /root: the cluster's user could not reach it.
+        return Path("/var/cache/queen-trio")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "queen-trio"
+
+
+def postgres_version(bin_dir: Path | None = None) -> str:
+    """`18.6`, from the server binary itself (it answers --version even as root)."""
+    bin_dir = bin_dir or find_bin_dir()
+    out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
+                         text=True, check=True, env=scrubbed_environment()).stdout
+    return out.strip().rsplit(" ", 1)[-1]
+
+
+def schema_version() -> str:
+    """The newest migration's number and a digest of every migration's text."""
+    applied = migrations()
+    digest = hashlib.sha256()
+    for version, text in applied:
+        digest.update(version.encode() + b"\0" + text.encode() + b"\0")
+    return f"{applied[-1][0].split('_', 1)[0]}-{digest.hexdigest()[:12]}"
+
+
+def template_key(bin_dir: Path | None = None) -> str:
+    return f"{LAYOUT}-pg{postgres_version(bin_dir)}-schema{schema_version()}"
+
+
+def find_template(root: Path | None = None) -> Path | None:
+    """The ready template for this PostgreSQL and schema, if the cache has one."""
+    path = (root or cache_root()) / template_key()
+    return path if (path / READY).exists() else None
+
+
+async def build_template(root: Path | None = None) -> Path:
+    """Build the template for this PostgreSQL and schema (unless another process just did)
+    and rename it into place; its path. Runs in a trio task."""
+    # Here, not at the top: finding and copying a template needs neither trio nor asyncpg.
+    import trio
+
+    from .database import migrate, open_database
+    from .server_admin import create_database
+
+    root = root or cache_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    final = root / template_key()
+    if (final / READY).exists():
+        return final
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        cluster = EmbeddedPostgres(staging, durable=False)
+        url = await trio.to_thread.run_sync(cluster.start)
+        try:
+            async with open_database(url, pool_size=2, apply_migrations=False) as db:
+                await db.call(lambda conn: create_database(conn, TEMPLATE_DATABASE))
+                # On a connection of its own, closed after: nothing stays on the template.
+                await migrate(cluster.url(TEMPLATE_DATABASE))
+                await db.call(lambda conn: create_database(conn, SPARE_DATABASE,
+                                                           template=TEMPLATE_DATABASE))
+        finally:
+            await trio.to_thread.run_sync(cluster.stop)
+        (staging / "port").unlink(missing_ok=True)
+        (staging / READY).write_text(f"{final.name}\n")
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not (final / READY).exists():
+                raise
+            log.info("another process built the template first", extra={"template": str(final)})
+        else:
+            log.info("template cluster cached", extra={"template": str(final)})
+            _prune(root, keep=final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def _prune(root: Path, *, keep: Path) -> None:
+    """Drop all but the newest few entries of other keys (older schemas or PostgreSQLs), and
+    what builders that died left."""
+    others = sorted((p for p in root.glob(f"{LAYOUT}-*") if p != keep and p.is_dir()),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in others[KEEP_OTHERS:]:
+        shutil.rmtree(stale, ignore_errors=True)
+    abandoned = time.time() - ABANDONED_SECONDS
+    for leftover in [*root.glob(".build-*"), *root.glob(".broken-*")]:
+        try:
+            if leftover.stat().st_mtime < abandoned:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except FileNotFoundError:
+            pass
+
+
+def copy_template(template: Path, into: Path) -> None:
+    """Copy a template's data directory into `into`, keeping modes and, under root, owners:
+    the cluster's files belong to its user."""
+    shutil.copytree(template, into, symlinks=True, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(READY))
+    if os.geteuid() == 0:
+        for folder, _dirs, files in os.walk(template):
+            rel = Path(folder).relative_to(template)
+            for name in [".", *files]:
+                if name == READY:
+                    continue
+                st = os.lstat(Path(folder) / name)
+                os.lchown(into / rel / name, st.st_uid, st.st_gid)
+
+
+def start_copy(template: Path, data_dir: Path) -> EmbeddedPostgres:
+    """A running cluster in `data_dir` (empty or absent), copied from `template`."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    copy_template(template, data_dir)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        cluster = EmbeddedPostgres(data_dir, durable=False)
+        try:
+            cluster.start()
+            return cluster
+        except EmbeddedPostgresError:
+            # Most likely the port it picked was taken before the server bound it.
+            if attempt == START_ATTEMPTS:
+                raise
+            (data_dir / "port").unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
+def discard_template(template: Path) -> None:
+    """Remove a template that could not be used (the next session builds it again)."""
+    broken = template.with_name(f".broken-{template.name}-{os.getpid()}")
+    try:
+        os.rename(template, broken)
+    except OSError:
+        return
+    shutil.rmtree(broken, ignore_errors=True)
