@@ -29,6 +29,15 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def timeline_title(name: str, events: list[Row]) -> str:
+    """The line above a trace's table (also in a failing test's report: pytest_plugin.py)."""
+    if not events:
+        return f"trace {name!r}: no events"
+    messages = {(e["partition_id"], e["transaction_id"]) for e in events}
+    return (f"trace {name!r}: {plural(len(events), 'event')} on "
+            f"{plural(len(messages), 'message')}")
+
+
 EVENT_COLUMNS = [
     col("TIME", lambda e: e["created_at"]),
     col("QUEUE/PARTITION", lambda e: f"{e['queue_name']}/{e['partition_name']}"),
@@ -49,12 +58,9 @@ def trace(connection: Connection, out: Output, name: str) -> int:
     --url is another name for --server."""
     events = fetch_trace(Api(connection), name)
     if out.human:
+        click.echo(timeline_title(name, events))
         if not events:
-            click.echo(f"trace {name!r}: no events")
             return Exit.EMPTY
-        messages = {(e["partition_id"], e["transaction_id"]) for e in events}
-        click.echo(f"trace {name!r}: {plural(len(events), 'event')} on "
-                   f"{plural(len(messages), 'message')}")
     out.rows(events, EVENT_COLUMNS, name="id")
     return Exit.OK if events else Exit.EMPTY
 

@@ -135,28 +135,6 @@ async def _start_embedded(data_root: Path, early: Future[EmbeddedPostgres | None
     return await trio.to_thread.run_sync(cluster_cache.start_copy, template, data_dir)
 
 
-def start_early(data_root: Path) -> Future[EmbeddedPostgres | None]:
-    """Copy and start the cached template in a thread, while the caller imports the broker;
-    the future's result is None if the cache has no template (or the copy did not start)."""
-    future: Future[EmbeddedPostgres | None] = Future()
-
-    def run() -> None:
-        try:
-            template = cluster_cache.find_template()
-            future.set_result(None if template is None else
-                              cluster_cache.start_copy(template, data_root / "cluster"))
-        except Exception as exc:
-            log.warning("the cached template cluster does not start",
-                        extra={"error": str(exc)})
-            shutil.rmtree(data_root / "cluster", ignore_errors=True)
-            future.set_result(None)
-
-    import threading
-
-    threading.Thread(target=run, name="queen-test-cluster", daemon=True).start()
-    return future
-
-
 @asynccontextmanager
 async def open_test_postgres(*, data_root: Path, database_url: str | None = None,
                              early: Future[EmbeddedPostgres | None] | None = None,
