@@ -27,7 +27,7 @@ import datetime
 import io
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -188,7 +188,7 @@ def _broker_of(item: pytest.Item) -> TestBroker | None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     if item.config.getoption("queen_traces"):
         broker = _broker_of(item)
         if broker is not None:
@@ -197,7 +197,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
+                               ) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     if report.when != "call" or not report.failed or _CALL_STARTED not in item.stash:

@@ -15,7 +15,6 @@ import itertools
 import logging
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Future
@@ -43,6 +42,7 @@ from ..storage.server_admin import (
 )
 from ..storage.sql import Q
 from ..web.auth import Authenticator
+from ..web.listen import bind_listener
 from ..web.routes import create_app
 from ..web.server import hypercorn_config
 from .options import build_settings, normalise
@@ -210,15 +210,6 @@ class RunningBroker:
         return await recorded_since(self.broker.db, self.broker.cipher, since, limit=limit)
 
 
-def _listener() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
 @asynccontextmanager
 async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], *,
                             spool_dir: Path, keep_data: bool = False,
@@ -227,7 +218,7 @@ async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], 
     its database is dropped on the way out (unless `keep_data`)."""
     database_url = await server.create_database()
     try:
-        listener = _listener()
+        listener = bind_listener(Settings(host="127.0.0.1", port=0))  # an ephemeral port
         try:
             settings = build_settings(overrides, host="127.0.0.1",
                                       port=listener.getsockname()[1],
@@ -236,15 +227,14 @@ async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], 
             auth = Authenticator(settings.auth)
             await auth.start()
             async with open_broker(settings, database_url) as broker:
-                config = hypercorn_config(settings)
                 # hypercorn takes the bound socket over (and closes it when it stops).
-                config.bind = [f"fd://{listener.detach()}"]
-                stop = trio.Event()
+                config = hypercorn_config(settings, listener)
                 app: Any = create_app(broker, auth)  # an ASGI app; hypercorn's types differ
+                stop = trio.Event()
 
                 async def run_http(*, task_status: trio.TaskStatus[Any]) -> None:
-                    await hypercorn_serve(app, config,
-                                          shutdown_trigger=stop.wait, task_status=task_status)
+                    await hypercorn_serve(app, config, shutdown_trigger=stop.wait,
+                                          task_status=task_status)
 
                 async with trio.open_nursery() as nursery:
                     await nursery.start(run_http)
@@ -252,9 +242,11 @@ async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], 
                         yield RunningBroker(f"http://127.0.0.1:{settings.port}", settings,
                                             broker, database_url)
                     finally:
+                        # Parked long polls answer 204 now, as at a server's shutdown.
+                        broker.consumer.stop_waiting()
                         stop.set()
         finally:
-            if listener.fileno() != -1:
+            if listener.fileno() != -1:  # not handed to hypercorn
                 listener.close()
     finally:
         if not keep_data:
