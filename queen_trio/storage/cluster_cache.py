@@ -115,7 +115,9 @@ async def build_template(root: Path | None = None) -> Path:
                                                            template=TEMPLATE_DATABASE))
         finally:
             await trio.to_thread.run_sync(cluster.stop)
+        # A copy starts afresh: on a port of its own, with a log of its own.
         (staging / "port").unlink(missing_ok=True)
+        (staging / "pgdata" / "server.log").unlink(missing_ok=True)
         (staging / READY).write_text(f"{final.name}\n")
         try:
             os.rename(staging, final)
@@ -172,11 +174,19 @@ def start_copy(template: Path, data_dir: Path) -> EmbeddedPostgres:
             cluster.start()
             return cluster
         except EmbeddedPostgresError:
-            # Most likely the port it picked was taken before the server bound it.
-            if attempt == START_ATTEMPTS:
+            # The port it picked was taken before the server bound it: pick another.
+            if attempt == START_ATTEMPTS or not _port_was_taken(data_dir):
                 raise
             (data_dir / "port").unlink(missing_ok=True)
     raise AssertionError("unreachable")
+
+
+def _port_was_taken(data_dir: Path) -> bool:
+    try:
+        log_text = (data_dir / "pgdata" / "server.log").read_text(errors="replace")
+    except OSError:
+        return False
+    return "Address already in use" in log_text[-4000:]
 
 
 def discard_template(template: Path) -> None:

@@ -152,9 +152,7 @@ async def _serve(first: dict[str, Any], early: Future[EmbeddedPostgres | None] |
         raise ValueError(f"unknown request {op!r}")
 
     def answer(message: dict[str, Any]) -> None:
-        import msgspec  # the answers carry msgspec.Raw payloads
-
-        answers.write(msgspec.json.encode(message) + b"\n")
+        answers.write(json.dumps(message).encode() + b"\n")
 
     try:
         async with inprocess.open_test_postgres(

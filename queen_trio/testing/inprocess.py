@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import attrs
+import msgspec
 import trio
 from hypercorn.trio import serve as hypercorn_serve
 
@@ -206,8 +207,10 @@ class RunningBroker:
 
     async def recorded_since(self, since: datetime.datetime, *, limit: int = 200,
                              ) -> dict[str, Any]:
-        """Trace timelines and pushed messages from `since` on (ops/traces.py)."""
-        return await recorded_since(self.broker.db, self.broker.cipher, since, limit=limit)
+        """Trace timelines and pushed messages from `since` on (ops/traces.py), as plain
+        JSON values (payloads decoded)."""
+        recorded = await recorded_since(self.broker.db, self.broker.cipher, since, limit=limit)
+        return msgspec.json.decode(msgspec.json.encode(recorded))  # type: ignore[no-any-return]
 
 
 @asynccontextmanager

@@ -244,7 +244,7 @@ class TestBroker:
             if self._id is not None and not self._owns_host:
                 host.request({"op": "close", "id": self._id})
         finally:
-            self._id = None
+            self._id = self._url = None
             if self._owns_host:
                 host.close()
 
