@@ -1,0 +1,19 @@
+"""examples/tox-matrix: its tests pass on this Python, against the plugin as installed, so
+the example cannot rot (its tox.ini runs the same tests on Python 3.10 to 3.13)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "tox-matrix"
+
+
+def test_the_example_projects_tests_pass() -> None:
+    done = subprocess.run(
+        # pytest-asyncio is in this suite's environment, not the example's: keep it out.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio"],
+        cwd=EXAMPLE, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout
