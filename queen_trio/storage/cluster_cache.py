@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import attrs
+
 from .embedded import EmbeddedPostgres, EmbeddedPostgresError, find_bin_dir, scrubbed_environment
 from .sql import migrations
 
@@ -88,33 +90,57 @@ def find_template(root: Path | None = None) -> Path | None:
     return path if (path / READY).exists() else None
 
 
-async def build_template(root: Path | None = None) -> Path:
-    """Build the template for this PostgreSQL and schema (unless another process just did)
-    and rename it into place; its path. Runs in a trio task."""
+@attrs.define
+class Build:
+    """A template being built: its cluster initialised and running in a staging directory."""
+
+    root: Path
+    final: Path
+    staging: Path
+    cluster: EmbeddedPostgres
+
+    def abandon(self) -> None:
+        self.cluster.stop(mode="immediate")
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def begin_build(root: Path | None = None) -> Build:
+    """The slow, synchronous half of a build (initdb, the password, the start), which a
+    caller may run in a thread while it imports the rest."""
+    root = root or cache_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    final = root / template_key()
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    cluster = EmbeddedPostgres(staging, durable=False)
+    try:
+        cluster.start()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return Build(root, final, staging, cluster)
+
+
+async def finish_build(build: Build) -> Path:
+    """Migrate the template database, make the spare, stop, and rename into place (unless
+    another process did first); the template's path. Runs in a trio task."""
     # Here, not at the top: finding and copying a template needs neither trio nor asyncpg.
     import trio
 
     from .database import migrate, open_database
     from .server_admin import create_database
 
-    root = root or cache_root()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    final = root / template_key()
-    if (final / READY).exists():
-        return final
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    cluster, staging, final = build.cluster, build.staging, build.final
     try:
-        cluster = EmbeddedPostgres(staging, durable=False)
-        url = await trio.to_thread.run_sync(cluster.start)
         try:
-            async with open_database(url, pool_size=2, apply_migrations=False) as db:
+            async with open_database(cluster.url(), pool_size=2, apply_migrations=False) as db:
                 await db.call(lambda conn: create_database(conn, TEMPLATE_DATABASE))
                 # On a connection of its own, closed after: nothing stays on the template.
                 await migrate(cluster.url(TEMPLATE_DATABASE))
                 await db.call(lambda conn: create_database(conn, SPARE_DATABASE,
                                                            template=TEMPLATE_DATABASE))
         finally:
-            await trio.to_thread.run_sync(cluster.stop)
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(cluster.stop)
         # A copy starts afresh: on a port of its own, with a log of its own.
         (staging / "port").unlink(missing_ok=True)
         (staging / "pgdata" / "server.log").unlink(missing_ok=True)
@@ -127,10 +153,21 @@ async def build_template(root: Path | None = None) -> Path:
             log.info("another process built the template first", extra={"template": str(final)})
         else:
             log.info("template cluster cached", extra={"template": str(final)})
-            _prune(root, keep=final)
+            _prune(build.root, keep=final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+async def build_template(root: Path | None = None) -> Path:
+    """Build the template for this PostgreSQL and schema (unless the cache has it) and
+    rename it into place; its path. Runs in a trio task."""
+    import trio
+
+    found = find_template(root)
+    if found is not None:
+        return found
+    return await finish_build(await trio.to_thread.run_sync(begin_build, root))
 
 
 def _prune(root: Path, *, keep: Path) -> None:
@@ -150,23 +187,31 @@ def _prune(root: Path, *, keep: Path) -> None:
 
 
 def copy_template(template: Path, into: Path) -> None:
-    """Copy a template's data directory into `into`, keeping modes and, under root, owners:
-    the cluster's files belong to its user."""
-    shutil.copytree(template, into, symlinks=True, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(READY))
+    """Copy a template's data directory into `into`, keeping modes and, under root, owners
+    (the cluster's files belong to its user). `cp -a` where there is one: it copies outside
+    the interpreter's lock, while the test process imports the broker meanwhile."""
+    into.mkdir(mode=0o700, parents=True, exist_ok=True)
+    entries = [p for p in template.iterdir() if p.name != READY]
+    cp = shutil.which("cp")
+    if cp is not None:
+        subprocess.run([cp, "-a", "--", *map(str, entries), str(into)], check=True,
+                       capture_output=True)
+        return
+    for entry in entries:
+        if entry.is_dir():
+            shutil.copytree(entry, into / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, into / entry.name)
     if os.geteuid() == 0:
         for folder, _dirs, files in os.walk(template):
             rel = Path(folder).relative_to(template)
-            for name in [".", *files]:
-                if name == READY:
-                    continue
+            for name in [".", *(f for f in files if f != READY)]:
                 st = os.lstat(Path(folder) / name)
                 os.lchown(into / rel / name, st.st_uid, st.st_gid)
 
 
 def start_copy(template: Path, data_dir: Path) -> EmbeddedPostgres:
     """A running cluster in `data_dir` (empty or absent), copied from `template`."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     copy_template(template, data_dir)
     for attempt in range(1, START_ATTEMPTS + 1):
         cluster = EmbeddedPostgres(data_dir, durable=False)

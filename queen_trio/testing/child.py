@@ -77,15 +77,15 @@ def _read_first_line() -> bytes:
     return bytes(line)
 
 
-def _start_copy_early(data_root: Path) -> Future[EmbeddedPostgres | None]:
-    """Copy and start the cached template in a thread; None if the cache has no template or
-    the copy did not start (then the trio side builds one)."""
-    future: Future[EmbeddedPostgres | None] = Future()
+def _start_copy_early(data_root: Path) -> Future[EmbeddedPostgres | cluster_cache.Build | None]:
+    """In a thread, while the broker's modules load: copy and start the cached template, or
+    (none cached) begin building it. None if that failed (the trio side tries again)."""
+    future: Future[EmbeddedPostgres | cluster_cache.Build | None] = Future()
 
     def run() -> None:
         try:
             template = cluster_cache.find_template()
-            future.set_result(None if template is None else
+            future.set_result(cluster_cache.begin_build() if template is None else
                               cluster_cache.start_copy(template, data_root / "cluster"))
         except BaseException as exc:
             log.warning("the cached template cluster does not start", extra={"error": str(exc)})
@@ -103,7 +103,8 @@ class _Hosted:
         self.running, self.stop, self.done = running, stop, done
 
 
-async def _serve(first: dict[str, Any], early: Future[EmbeddedPostgres | None] | None,
+async def _serve(first: dict[str, Any],
+                 early: Future[EmbeddedPostgres | cluster_cache.Build | None] | None,
                  data_root: Path, answers: BinaryIO) -> None:
     import trio
 

@@ -114,15 +114,26 @@ class TestPostgres:
         await self.admin.call(locked)
 
 
-async def _start_embedded(data_root: Path, early: Future[EmbeddedPostgres | None] | None,
-                          ) -> EmbeddedPostgres:
+Early = Future[EmbeddedPostgres | cluster_cache.Build | None]
+
+
+async def _start_embedded(data_root: Path, early: Early | None) -> EmbeddedPostgres:
     """The session's cluster: copied from the cached template (built first if there is none;
-    built again if the cached one does not start)."""
+    built again if the cached one does not start). `early`: what a thread began meanwhile
+    (child.py): the copy running, or a build under way."""
+    template = None
     if early is not None:
-        cluster = await trio.to_thread.run_sync(early.result)
-        if cluster is not None:
-            return cluster
-    template = cluster_cache.find_template()
+        begun = await trio.to_thread.run_sync(early.result)
+        if isinstance(begun, EmbeddedPostgres):
+            return begun
+        if isinstance(begun, cluster_cache.Build):
+            try:
+                template = await cluster_cache.finish_build(begun)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(begun.abandon)
+                raise
+    template = template or cluster_cache.find_template()
     data_dir = data_root / "cluster"
     if template is not None:
         try:
@@ -138,7 +149,7 @@ async def _start_embedded(data_root: Path, early: Future[EmbeddedPostgres | None
 
 @asynccontextmanager
 async def open_test_postgres(*, data_root: Path, database_url: str | None = None,
-                             early: Future[EmbeddedPostgres | None] | None = None,
+                             early: Early | None = None,
                              ) -> AsyncIterator[TestPostgres]:
     """The server test brokers run on. `database_url`: a server that exists (its role needs
     CREATEDB); else an embedded cluster in `data_root`, stopped on the way out."""

@@ -93,3 +93,18 @@ async def test_a_template_that_does_not_start_is_built_again(
     assert rebuilt == template
     assert (rebuilt / "pgdata" / "PG_VERSION").read_text().strip().startswith("1")
     assert [p.name for p in root.iterdir()] == [template.name]
+
+
+
+async def test_without_cp_the_copy_keeps_modes_and_owners_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    template = await cluster_cache.build_template()
+
+    def tree(root: Path) -> dict[str, tuple[int, int, int]]:
+        return {str(p.relative_to(root)): (p.lstat().st_mode, p.lstat().st_uid, p.lstat().st_gid)
+                for p in root.rglob("*") if p.name != cluster_cache.READY}
+
+    cluster_cache.copy_template(template, tmp_path / "with-cp")
+    monkeypatch.setattr(cluster_cache.shutil, "which", lambda name: None)
+    cluster_cache.copy_template(template, tmp_path / "without-cp")
+    assert tree(tmp_path / "without-cp") == tree(tmp_path / "with-cp") == tree(template)
