@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,7 +28,6 @@ import asyncpg
 import attrs
 import msgspec
 import trio
-from hypercorn.trio import serve as hypercorn_serve
 
 from ..broker import Broker, open_broker
 from ..ops.traces import recorded_since
@@ -45,7 +45,7 @@ from ..storage.sql import Q
 from ..web.auth import Authenticator
 from ..web.listen import bind_listener
 from ..web.routes import create_app
-from ..web.server import hypercorn_config
+from ..web.server import connection_gate, hypercorn_config, serve_http
 from .options import build_settings, normalise
 
 log = logging.getLogger("queen_trio.testing")
@@ -241,23 +241,20 @@ async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], 
             auth = Authenticator(settings.auth)
             await auth.start()
             async with open_broker(settings, database_url) as broker:
-                # hypercorn takes the bound socket over (and closes it when it stops).
-                config = hypercorn_config(settings, listener)
-                app: Any = create_app(broker, auth)  # an ASGI app; hypercorn's types differ
+                # As `queen-trio serve` serves it (web/server.py); hypercorn takes the bound
+                # socket over and closes it when it stops.
+                config = hypercorn_config(settings, [listener])
+                gate = connection_gate(settings)
+                app = create_app(broker, auth)
+                app.on_request_read = gate.request_read
                 stop = trio.Event()
-
-                async def run_http(*, task_status: trio.TaskStatus[Any]) -> None:
-                    await hypercorn_serve(app, config, shutdown_trigger=stop.wait,
-                                          task_status=task_status)
-
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(run_http)
+                    await nursery.start(partial(serve_http, app, config, gate, stop, broker))
                     try:
                         yield RunningBroker(f"http://127.0.0.1:{settings.port}", settings,
                                             broker, database_url)
                     finally:
-                        # Parked long polls answer 204 now, as at a server's shutdown.
-                        broker.consumer.stop_waiting()
+                        # As at a server's shutdown: parked long polls answer 204 at once.
                         stop.set()
         finally:
             if listener.fileno() != -1:  # not handed to hypercorn

@@ -101,7 +101,7 @@ async def test_reset_empties_every_table_and_forgets_every_cache(running: Runnin
 async def test_discarding_the_spool_forgets_its_records_and_their_counts(
         tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool")
-    spool.open()
+    await spool.open()
     try:
         record = SpoolRecord("q", "Default", b"\0" * 16, "t1", None, None, b'"x"', False)
         await spool.append([record, record])
@@ -115,7 +115,7 @@ async def test_discarding_the_spool_forgets_its_records_and_their_counts(
         await spool.append([record])  # a new file, counted from scratch
         assert (spool.statistics().pending, len(spool.files())) == (1, 1)
     finally:
-        spool.close()
+        await spool.close()
 
 
 async def test_recorded_since_tells_the_traces_and_pushes_from_then_on(
