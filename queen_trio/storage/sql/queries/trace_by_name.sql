@@ -2,12 +2,7 @@
 -- message's queue, partition and (still stored) frame.
 SELECT e.id, e.transaction_id, e.partition_id, e.event_type, e.data, e.consumer_group,
        e.worker_id, e.created_at, q.name AS queue_name, p.name AS partition_name,
-       (SELECT queen.frames_between(s.frames, s.frame_ends,
-                                    (e.message_offset - s.first_offset)::integer, 1)
-          FROM queen.segments s
-         WHERE s.partition_id = e.partition_id AND s.first_offset <= e.message_offset
-           AND s.first_offset + s.message_count > e.message_offset
-         ORDER BY s.first_offset DESC LIMIT 1) AS frame,
+       queen.message_frame(e.partition_id, e.message_offset) AS frame,
        (SELECT array_agg(n2.trace_name ORDER BY n2.trace_name) FROM queen.trace_names n2
          WHERE n2.event_id = e.id) AS trace_names,
        count(*) OVER () AS total
