@@ -1,6 +1,6 @@
 """How fast the test broker (queen_trio.testing, the pytest plugin) starts and isolates tests.
 
-    python bench/testing.py [--rounds 3] [--isolations 50] [--tests 40]
+    python bench/testing.py [--rounds 3] [--isolations 50] [--tests 100]
 
 1. Cold start: a fresh process with an empty template cache (QUEEN_TRIO_CACHE_DIR in a new
    temporary directory) until `TestBroker()` answers: the template is built (initdb,
@@ -13,8 +13,9 @@
    - `reset()`: the broker keeps running, its tables are emptied, its caches forgotten;
    - a template clone: a new database cloned from the migrated template and a new broker on
      it (`BrokerHost.open_broker`), the previous broker closed and its database dropped.
-4. The plugin in a real pytest run: N tests using `queen_url` against N tests that do not,
-   on a warm cache; (difference - session start) / N is what each test pays.
+4. The plugin in a real pytest run, on a warm cache: what one more test using `queen_url`
+   costs (the slope between a run of N/4 and one of N tests), minus what one more test
+   costs without it.
 
 Results go to bench/results/testing.json.
 """
@@ -125,9 +126,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--isolations", type=int, default=50)
-    parser.add_argument("--tests", type=int, default=40)
+    parser.add_argument("--tests", type=int, default=100)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="queen-bench-testing-"))
+    load_before = os.getloadavg()[0]
     try:
         cold, warm = [], []
         for i in range(args.rounds):
@@ -140,24 +142,28 @@ def main() -> None:
         log("isolation ...")
         iso = isolation(args.isolations)
         log(f"isolation: {iso}")
-        runs = {}
-        for use in (False, True, False, True):
-            key = "with_queen_url" if use else "without"
-            runs.setdefault(key, []).append(
-                pytest_run(scratch / f"pytest-{key}", args.tests, use))
-        with_fixture, without = min(runs["with_queen_url"]), min(runs["without"])
-        warm_call = statistics.median(w["from_call_s"] for w in warm)
+        # Per-test cost: the slope between a short and a long run (the session's start cancels
+        # out), with the fixture minus without it (pytest's own cost per test).
+        short, long_ = max(1, args.tests // 4), args.tests
+        slopes = {}
+        for use in (False, True):
+            times = {n: min(pytest_run(scratch / f"pytest-{use}-{n}", n, use) for _ in range(2))
+                     for n in (short, long_)}
+            slopes[use] = (times[long_] - times[short]) / (long_ - short)
+            log(f"pytest {'with' if use else 'without'} queen_url: {times}")
         results = {
             "command": "python bench/testing.py " + " ".join(sys.argv[1:]),
-            "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0]},
+            # The machine is shared: its load says how far the figures are from an idle one's.
+            "machine": {"cpus": os.cpu_count(),
+                        "load_average_1m": [round(load_before, 2),
+                                            round(os.getloadavg()[0], 2)]},
             "cold_start_s": {key: summary([c[key] for c in cold]) for key in cold[0]},
             "warm_start_s": {key: summary([w[key] for w in warm]) for key in warm[0]},
             "isolation": iso,
-            "pytest": {"tests": args.tests, "without_fixture_s": round(without, 3),
-                       "with_queen_url_s": round(with_fixture, 3),
-                       "per_test_ms": round(
-                           max(0.0, with_fixture - without - warm_call) / args.tests * 1000,
-                           2)},
+            "pytest": {"tests": [short, long_],
+                       "per_test_ms_with_queen_url": round(slopes[True] * 1000, 2),
+                       "per_test_ms_without": round(slopes[False] * 1000, 2),
+                       "isolation_per_test_ms": round((slopes[True] - slopes[False]) * 1000, 2)},
         }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

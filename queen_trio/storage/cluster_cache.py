@@ -133,11 +133,14 @@ async def finish_build(build: Build) -> Path:
     try:
         try:
             async with open_database(cluster.url(), pool_size=2, apply_migrations=False) as db:
-                await db.call(lambda conn: create_database(conn, TEMPLATE_DATABASE))
+                # file_copy: little WAL, so little of it to keep and copy with the template.
+                await db.call(lambda conn: create_database(conn, TEMPLATE_DATABASE,
+                                                           strategy="file_copy"))
                 # On a connection of its own, closed after: nothing stays on the template.
                 await migrate(cluster.url(TEMPLATE_DATABASE))
                 await db.call(lambda conn: create_database(conn, SPARE_DATABASE,
-                                                           template=TEMPLATE_DATABASE))
+                                                           template=TEMPLATE_DATABASE,
+                                                           strategy="file_copy"))
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(cluster.stop)

@@ -14,9 +14,13 @@ from typing import Any
 from .sql import Q
 
 
-async def create_database(conn: Any, name: str, *, template: str = "template1") -> None:
+async def create_database(conn: Any, name: str, *, template: str = "template1",
+                          strategy: str | None = None) -> None:
+    """`strategy` "file_copy": copy the files, not every block through the WAL (a
+    throwaway cluster's template: less WAL to keep and copy)."""
     statement = await Q.create_database_statement.fetchval(conn, database=name,
-                                                           template=template)
+                                                           template=template,
+                                                           strategy=strategy)
     await conn.execute(statement)
 
 

@@ -4,8 +4,8 @@ Why a process and not a thread with its own Trio loop: the broker talks to Postg
 trio-asyncio, and importing trio-asyncio installs a global event-loop policy, after which
 `asyncio.run` and `unittest.IsolatedAsyncioTestCase` in the test process run on trio-asyncio's
 loop. In a process of its own the broker changes nothing in the test process, which imports
-only this module, the settings and the standard library (tests/integration/test_testing.py
-proves it under pytest-asyncio and unittest).
+only this module, the settings and the standard library (tests/integration/
+test_pytest_plugin.py proves it under pytest-asyncio and unittest).
 
 `BrokerHost` is that process: one PostgreSQL (the embedded cluster copied from the template
 cache, or a given server) and as many brokers as asked for, each on a database of its own.
