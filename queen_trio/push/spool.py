@@ -59,6 +59,7 @@ from .items import Group, PushItem
 from .outcome import Outcome
 from .spool_root import (
     FAILED,
+    HELD,
     Marker,
     adopt,
     claim_root,
@@ -249,8 +250,9 @@ class Spool:
             self._active = None
 
     async def discard(self) -> None:
-        """Delete every spooled record, replayed or failed, and forget their counts (a test
-        broker's reset: nothing of an earlier test may land later)."""
+        """Delete every spooled record, failed or not, and the partitions' held markers, and
+        forget their counts (a test broker's reset, alone on its spool root: nothing of an
+        earlier test may land, or hold a partition, later)."""
         async with self._replay_lock, self._write_lock:
             await trio.to_thread.run_sync(self._delete_files)
             self._active = None
@@ -258,9 +260,12 @@ class Spool:
             self._pending.clear()
             self._files = 0
             self._failed = 0
+            self._failed_ids.clear()
 
     def _delete_files(self) -> None:
-        for path in [*self.files(), *self.failed_dir.glob("spool-*")]:
+        markers = self.root / HELD
+        for path in [*self.files(), *self.failed_dir.glob("spool-*"),
+                     *(markers.iterdir() if markers.is_dir() else ())]:
             path.unlink(missing_ok=True)
 
     # -- replay ------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ from ..settings import Settings
 # What a test broker changes from a production one: a smaller pool, a quick shutdown.
 TEST_DEFAULTS: dict[str, Any] = {"db_pool_size": 10, "push_shards": 2,
                                  "graceful_timeout_seconds": 1.0}
-# Fields the test broker sets itself.
-OWN_FIELDS = ("host", "port", "data_dir", "database_url", "spool_dir")
+# Fields the test broker sets itself (it is one broker in one process, serving the broker).
+OWN_FIELDS = ("host", "port", "data_dir", "database_url", "spool_dir", "workers",
+              "worker_ports", "worker_index", "app", "sources")
 ENCRYPTION = "encryption"
 
 _converter = cattrs.Converter()

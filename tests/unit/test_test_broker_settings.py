@@ -35,7 +35,8 @@ def test_a_given_key_wins_over_encryption_true() -> None:
     assert settings.encryption_key == key
 
 
-@pytest.mark.parametrize("name", ["host", "port", "data_dir", "database_url", "spool_dir"])
+@pytest.mark.parametrize("name", ["host", "port", "data_dir", "database_url", "spool_dir",
+                                  "workers", "app"])
 def test_the_test_brokers_own_fields_cannot_be_given(name: str) -> None:
     with pytest.raises(TypeError, match=f"sets {name} itself"):
         normalise({name: "x"})
