@@ -173,6 +173,8 @@ MAX_DEFAULT_WORKERS = 8
 # Connections of the embedded cluster kept beyond the workers' budgets: migrations, the spool
 # CLI, an operator's psql.
 RESERVED_CONNECTIONS = 10
+# ... and never fewer than PostgreSQL's own default: room for a second broker pointed at it.
+MIN_EMBEDDED_CONNECTIONS = 100
 
 
 def default_workers(cpus: int | None = None) -> int:
@@ -350,8 +352,9 @@ class Settings:
     @property
     def embedded_max_connections(self) -> int:
         """The embedded cluster's max_connections: every worker's pool and LISTEN connection,
-        and a reserve."""
-        return self.workers * (self.pool_per_worker + 1) + RESERVED_CONNECTIONS
+        and a reserve; at least PostgreSQL's default."""
+        return max(self.workers * (self.pool_per_worker + 1) + RESERVED_CONNECTIONS,
+                   MIN_EMBEDDED_CONNECTIONS)
 
     def check(self) -> None:
         if not 0 < self.port < 65536:

@@ -242,3 +242,46 @@ async def test_a_producer_on_one_worker_and_a_consumer_on_another(database_url):
                     while "reply" not in result:
                         await trio.sleep(0.01)
             assert data(result["reply"]) == ["from-worker-1"]
+
+
+async def test_two_brokers_on_one_database_with_producers_and_consumers_on_both(
+        database_url, workers):
+    """Scaling out: two brokers (each with its workers) share one PostgreSQL; producers and
+    consumers use both. Nothing is lost, duplicated or misordered."""
+    env = {"DATABASE_URL": database_url}
+    partitions, per_partition = 4, 30
+    received: dict[str, list[int]] = {f"p{n}": [] for n in range(partitions)}
+    async with running_broker(env, workers=workers) as a, \
+            running_broker(env, workers=workers) as b:
+        urls = [a.url, b.url]
+        async with httpx.AsyncClient(timeout=60) as client:
+            await client.post(urls[0] + "/api/v1/configure", json={"queue": "spread"})
+
+            async def producer(n: int) -> None:
+                for seq in range(per_partition):  # each push through the other broker
+                    r = await client.post(urls[seq % 2] + "/api/v1/push", json={"items": [
+                        {"queue": "spread", "partition": f"p{n}", "transactionId": f"{n}-{seq}",
+                         "payload": seq}]})
+                    assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
+
+            async def consumer(url: str) -> None:
+                while sum(map(len, received.values())) < partitions * per_partition:
+                    reply = await pop(client_for[url], "spread", batch=5, wait=True,
+                                      timeout=1000)
+                    if reply is None:
+                        continue
+                    received[reply["partition"]].extend(data(reply))
+                    for message in reply["messages"]:
+                        assert (await ack(client_for[url], message))["success"] is True
+
+            async with httpx.AsyncClient(base_url=urls[0], timeout=60) as on_a, \
+                    httpx.AsyncClient(base_url=urls[1], timeout=60) as on_b:
+                client_for = {urls[0]: on_a, urls[1]: on_b}
+                with trio.fail_after(120):
+                    async with trio.open_nursery() as nursery:
+                        for n in range(partitions):
+                            nursery.start_soon(producer, n)
+                        for url in (*urls, *urls):
+                            nursery.start_soon(consumer, url)
+    for partition, seqs in received.items():
+        assert seqs == list(range(per_partition)), partition

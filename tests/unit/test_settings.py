@@ -100,12 +100,12 @@ def test_workers_come_from_queen_workers_or_the_flag() -> None:
 def test_each_worker_gets_a_share_of_the_pool_and_the_cluster_room_for_all() -> None:
     one = Settings(workers=1, db_pool_size=20, push_shards=4)
     assert one.pool_per_worker == 20
-    assert one.embedded_max_connections == 21 + 10  # the pool, LISTEN, the reserve
+    assert one.embedded_max_connections == 100  # PostgreSQL's default: room for another broker
     four = Settings(workers=4, db_pool_size=20, push_shards=4)
     assert four.pool_per_worker == 6  # never below the push shards + 2
-    assert four.embedded_max_connections == 4 * 7 + 10
-    two = Settings(workers=2, db_pool_size=40, push_shards=4)
-    assert two.pool_per_worker == 20
+    eight = Settings(workers=8, db_pool_size=160, push_shards=4)
+    assert eight.pool_per_worker == 20
+    assert eight.embedded_max_connections == 8 * 21 + 10  # every pool, LISTEN, the reserve
 
 
 def test_a_worker_spools_in_a_directory_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
