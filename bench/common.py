@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -78,44 +79,132 @@ def process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | 
             proc.wait()
 
 
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive loopback ports that are free now."""
+    while True:
+        base = free_port()
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+        return base
+
+
 @contextmanager
-def broker(database_url: str, extra_env: dict[str, str] | None = None):
-    port = free_port()
+def broker(database_url: str, extra_env: dict[str, str] | None = None, *, workers: int = 1,
+           app: str | None = None):
+    """`queen-trio serve --workers N --worker-ports BASE` (with `app`: `--app app`, no
+    database): yields (shared URL, process, one URL per worker), every worker serving."""
+    port, base = free_port(), free_ports(workers)
     env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
            "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"), **(extra_env or {})}
-    cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    with process(cmd, env, f"http://127.0.0.1:{port}/health") as proc:
-        yield f"http://127.0.0.1:{port}", proc
+    cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--workers", str(workers), "--worker-ports", str(base)]
+    if app is not None:
+        cmd += ["--app", app]
+    own = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
+    health = "/" if app is not None else "/health"
+    with process(cmd, env) as proc:
+        for url in own:
+            wait_http(url + health)
+        yield f"http://127.0.0.1:{port}", proc, own
 
 
 @contextmanager
-def empty_app():
-    port = free_port()
-    with process([sys.executable, str(ROOT / "bench" / "empty_app.py"), str(port)],
-                 ready_url=f"http://127.0.0.1:{port}/") as proc:
-        yield f"http://127.0.0.1:{port}", proc
+def served_app(workers: int = 1):
+    """The HTTP ceiling (bench/empty_app.py) under `queen-trio serve --app`, so one worker or
+    several serve it exactly as they serve the broker."""
+    with broker("", workers=workers, app="bench.empty_app:app") as served:
+        yield served
 
 
-class RssSampler:
-    """Peak resident set size of a process, sampled every 100 ms."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak_kb = 0
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of `pid` and its descendants, living and reaped: each
+    process's own, plus what its reaped children left in its cutime/cstime."""
+    total = 0
+    for member in process_tree(pid):
+        fields = _stat_fields(member)
+        if fields:  # fields[11:15] are utime, stime, cutime, cstime
+            total += sum(int(f) for f in fields[11:15])
+    return total / CLOCK_TICKS
+
+
+def tree_rss_mb(pid: int) -> float:
+    total = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        found = re.search(r"VmRSS:\s+(\d+)", status)
+        total += int(found.group(1)) if found else 0
+    return total / 1024
+
+
+def postmaster_pid(database_url: str) -> int | None:
+    """The local postmaster behind `database_url`: the parent of a backend (None when the
+    server is on another host)."""
+    import asyncio
+
+    import asyncpg
+
+    async def parent_of_backend() -> int | None:
+        conn = await asyncpg.connect(database_url)
+        try:  # read while the backend lives
+            fields = _stat_fields(int(await conn.fetchval("SELECT pg_backend_pid()")))
+        finally:
+            await conn.close()
+        return int(fields[1]) if fields else None
+
+    return asyncio.run(parent_of_backend())
+
+
+class TreeRss:
+    """Peak RSS of a process tree (every worker, or every PostgreSQL backend), every 100 ms."""
+
+    def __init__(self, *pids: int) -> None:
+        self.pids = pids
+        self.peak_mb = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                status = Path(f"/proc/{self.pid}/status").read_text()
-                kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
-                self.peak_kb = max(self.peak_kb, kb)
-            except (OSError, AttributeError):
-                pass
+            self.peak_mb = max(self.peak_mb, sum(tree_rss_mb(p) for p in self.pids))
             self._stop.wait(0.1)
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> TreeRss:
         self._thread.start()
         return self
 
@@ -133,16 +222,21 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def wrk(url: str, script: Path, *, connections: int, seconds: int, threads: int = 2) -> dict:
-    """Run wrk with a Lua script; requests/s, latency percentiles (ms) and errors."""
+def wrk(url: str, script: Path, *, connections: int, seconds: float, threads: int = 2) -> dict:
+    """Run wrk with a Lua script; requests (and per second), latency percentiles (ms), errors
+    and wrk's own CPU seconds."""
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
-        ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "--latency",
+        ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{round(seconds)}s", "--latency",
          "-s", str(script), url],
         check=True, capture_output=True, text=True,
     ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = {
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
+        "wrk_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3),
         "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
         "p50_ms": _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
         "p99_ms": _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]

@@ -1,6 +1,6 @@
 """Consumption benchmarks.
 
-    python bench/pop.py [--seconds 10] [--only autoack,popack,wildcard,latency]
+    python bench/pop.py [--seconds 10] [--only autoack,popack,wildcard,latency] [--workers 1]
 
 1. autoAck pop throughput at batch 1/10/100 (wrk, 64 connections, 100 prefilled partitions);
 2. pop+ack throughput at batch 1/10/100 (wrk: each connection pops, then acks what it got
@@ -9,7 +9,9 @@
 4. push -> consume latency with a consumer parked in a long poll (one message every 20 ms).
 
 Throughput is counted in the database (cursor movement), not from wrk's request count, so it
-is exactly the messages consumed. Results go to bench/results/pop.json.
+is exactly the messages consumed. With `--workers N` the broker is `serve --workers N` and the
+latency's producer and consumer talk to different workers. Results go to
+bench/results/pop.json (pop-workers-N.json with more than one worker).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import httpx
 import trio
-from common import broker, database, empty_app, log, write_results, wrk
+from common import broker, database, log, served_app, write_results, wrk
 
 QUEUE = "bench.pop"
 
@@ -129,11 +131,12 @@ async def wildcard_latency(url: str, partitions: int, pops: int) -> dict:
             "p99_ms": round(samples[int(len(samples) * 0.99) - 1], 2)}
 
 
-async def push_to_consume(url: str, messages: int) -> dict:
+async def push_to_consume(url: str, messages: int, consumer_url: str | None = None) -> dict:
+    """`consumer_url`: the consumer talks to another worker than the producer."""
     queue = "bench.latency"
     latencies: list[float] = []
     async with httpx.AsyncClient(base_url=url, timeout=60) as producer, \
-            httpx.AsyncClient(base_url=url, timeout=60) as consumer:
+            httpx.AsyncClient(base_url=consumer_url or url, timeout=60) as consumer:
         await producer.post("/api/v1/configure", json={"queue": queue})
         done = trio.Event()
 
@@ -164,11 +167,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--only", default="autoack,popack,wildcard,latency")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     only = set(args.only.split(","))
     payload = {"orderId": 8891, "customer": "customer-42", "total": 42.5}
-    results: dict = {"seconds": args.seconds}
-    with empty_app() as (ceiling_url, _):
+    results: dict = {"seconds": args.seconds, "workers": args.workers}
+    with served_app(args.workers) as (ceiling_url, _, _):
         ceiling = wrk(ceiling_url + "/", lua_file('function request() return wrk.format("GET", "/") end'),
                       connections=64, seconds=args.seconds)
         results["ceiling_requests_per_s"] = ceiling["requests_per_s"]
@@ -178,10 +182,10 @@ def main() -> None:
     per_partition = {("autoack", 1): 150, ("autoack", 10): 1200, ("autoack", 100): 8000,
                      ("popack", 1): 150, ("popack", 10): 800, ("popack", 100): 3000}
     scripts = {"autoack": AUTOACK_LUA, "popack": POPACK_LUA}
-    with database() as db_url, broker(db_url) as (url, _proc):
+    with database() as db_url, broker(db_url, workers=args.workers) as (url, _proc, own):
         # Latency first, on a quiet database.
         if "latency" in only:
-            results["push_to_consume"] = trio.run(push_to_consume, url, 300)
+            results["push_to_consume"] = trio.run(push_to_consume, own[0], 300, own[-1])
             log(f"push->consume: {results['push_to_consume']}")
         if "wildcard" in only:
             results["wildcard"] = [trio.run(wildcard_latency, url, n, 300) for n in (10, 1000, 10000)]
@@ -197,7 +201,8 @@ def main() -> None:
                 results[kind][b] = throughput(url, db_url, scripts[kind] % (queue, b),
                                               args.seconds, f"{kind} batch {b}", queue)
     print(json.dumps(results, indent=2))
-    print(f"results: {write_results('pop', results)}")
+    name = "pop" if args.workers == 1 else f"pop-workers-{args.workers}"
+    print(f"results: {write_results(name, results)}")
 
 
 if __name__ == "__main__":

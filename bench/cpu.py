@@ -1,0 +1,198 @@
+"""CPU per request: what the broker (and PostgreSQL, and wrk) spend on each request.
+
+    python bench/cpu.py [--workers 1] [--seconds 5] [--rounds 3] [--connections 64]
+                        [--cases push1,push10,autoack1,popack1,empty] [--no-crossing]
+
+Each case runs wrk for `--seconds` against one `queen-trio serve --workers N`, and reads the
+CPU seconds (user + system, from /proc, reaped children included) of every broker process,
+of every PostgreSQL process (the postmaster's tree) and of wrk, before and after:
+
+- push1, push10: POST /api/v1/push, one body per partition (100), batch 1 or 10;
+- autoack1: GET /api/v1/pop/queue/Q?batch=1&autoAck=true on a prefilled queue;
+- popack1: a pop at batch 1, then an ack of what it got (per pair: counted by messages
+  consumed, from the consumer cursors);
+- empty: bench/empty_app.py served by the same `serve --workers N --app` (the HTTP ceiling).
+
+Cases alternate within each round, so machine noise hits them alike; the table shows each
+figure's median over the rounds and its spread (min to max). It also measures the
+trio-asyncio crossing: CPU per `SELECT 1` with 8 concurrent callers through the broker's own
+Database (trio, trio-asyncio, asyncpg) against plain asyncio and asyncpg.
+
+Results go to bench/results/cpu.json (cpu-workers-N.json with more than one worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from common import (
+    broker,
+    database,
+    log,
+    postmaster_pid,
+    served_app,
+    tree_cpu_seconds,
+    write_results,
+    wrk,
+)
+from pop import AUTOACK_LUA, POPACK_LUA, consumed, lua_file, prefill
+from push import lua_script
+
+PAYLOAD = {"orderId": 8891, "customer": "customer-42", "total": 42.5}
+
+
+def measure(url: str, script, *, seconds: float, connections: int, broker_pid: int,  # type: ignore[no-untyped-def]
+            pg_pid: int | None, count=None) -> dict:
+    """One wrk run: requests, and CPU seconds of the broker, PostgreSQL and wrk over it.
+    `count()` gives the unit to divide by (default: wrk's requests)."""
+    counted = count() if count else 0
+    b0 = tree_cpu_seconds(broker_pid)
+    p0 = tree_cpu_seconds(pg_pid) if pg_pid else 0.0
+    run = wrk(url, script, connections=connections, seconds=seconds)
+    b1 = tree_cpu_seconds(broker_pid)
+    p1 = tree_cpu_seconds(pg_pid) if pg_pid else 0.0
+    units = (count() - counted) if count else run["requests"]
+    return {"units": units, "requests_per_s": run["requests_per_s"],
+            "broker_cpu_s": round(b1 - b0, 3), "postgres_cpu_s": round(p1 - p0, 3),
+            "wrk_cpu_s": run["wrk_cpu_s"], "non_2xx": run["non_2xx"],
+            "broker_us_per_unit": round((b1 - b0) / max(units, 1) * 1e6, 1),
+            "postgres_us_per_unit": round((p1 - p0) / max(units, 1) * 1e6, 1)}
+
+
+def crossing_cost(db_url: str, calls: int = 4000, callers: int = 8) -> dict:
+    """CPU µs per `SELECT 1` with `callers` concurrent callers: the broker's Database (trio ->
+    trio-asyncio -> asyncpg pool) against plain asyncio with the same asyncpg pool."""
+    import asyncio
+
+    import asyncpg
+    import trio
+
+    from queen_trio.storage.database import open_database
+    from queen_trio.storage.sql import Q
+
+    async def through_trio() -> float:
+        async with open_database(db_url, pool_size=callers, apply_migrations=False) as db:
+            await db.fetchval(Q.ping)  # the pool's connections open before the clock starts
+
+            async def caller(n: int) -> None:
+                for _ in range(n):
+                    await db.fetchval(Q.ping)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(callers):
+                    nursery.start_soon(caller, 10)
+            started = time.process_time()
+            async with trio.open_nursery() as nursery:
+                for _ in range(callers):
+                    nursery.start_soon(caller, calls // callers)
+            return time.process_time() - started
+
+    async def plain_asyncio() -> float:
+        pool = await asyncpg.create_pool(db_url, min_size=callers, max_size=callers)
+        try:
+            async def caller(n: int) -> None:
+                for _ in range(n):
+                    async with pool.acquire() as conn:
+                        await conn.fetchval("SELECT 1")
+
+            await asyncio.gather(*(caller(10) for _ in range(callers)))
+            started = time.process_time()
+            await asyncio.gather(*(caller(calls // callers) for _ in range(callers)))
+            return time.process_time() - started
+        finally:
+            await pool.close()
+
+    trio_s = trio.run(through_trio)
+    asyncio_s = asyncio.run(plain_asyncio())
+    return {"callers": callers, "calls": calls,
+            "trio_asyncio_us_per_call": round(trio_s / calls * 1e6, 1),
+            "asyncio_us_per_call": round(asyncio_s / calls * 1e6, 1)}
+
+
+def summarise(runs: list[dict], key: str) -> dict:
+    values = [r[key] for r in runs]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--cases", default="push1,push10,autoack1,popack1,empty")
+    parser.add_argument("--no-crossing", action="store_true")
+    args = parser.parse_args()
+    cases = args.cases.split(",")
+    runs: dict[str, list[dict]] = {c: [] for c in cases}
+    results: dict = {"workers": args.workers, "seconds": args.seconds, "rounds": args.rounds,
+                     "connections": args.connections}
+    push1, push10 = lua_script(1, 100), lua_script(10, 100)
+    with database() as db_url, broker(db_url, workers=args.workers) as (url, proc, _), \
+            served_app(args.workers) as (ceiling_url, ceiling, _):
+        pg = postmaster_pid(db_url)
+        common = {"seconds": args.seconds, "connections": args.connections}
+        wrk(url + "/api/v1/push", push1, connections=args.connections, seconds=2)  # warm-up
+        for r in range(args.rounds):
+            for case in cases:
+                log(f"round {r + 1}/{args.rounds}: {case}")
+                if case in ("push1", "push10"):
+                    batch = 1 if case == "push1" else 10
+                    run = measure(url + "/api/v1/push", push1 if batch == 1 else push10,
+                                  broker_pid=proc.pid, pg_pid=pg, **common)
+                    run["messages"] = run["units"] * batch
+                    run["postgres_us_per_message"] = round(
+                        run["postgres_cpu_s"] / max(run["messages"], 1) * 1e6, 1)
+                elif case in ("autoack1", "popack1"):
+                    queue = f"bench.cpu.{case}.{r}"
+                    # Enough for a run (wrk stops with pops in flight: a queue per run).
+                    prefill(url, queue, 100, int(40 * args.seconds), PAYLOAD)
+                    script = (AUTOACK_LUA if case == "autoack1" else POPACK_LUA) % (queue, 1)
+                    count = None if case == "autoack1" else (
+                        lambda q=queue: consumed(db_url, q))
+                    run = measure(url, lua_file(script), broker_pid=proc.pid, pg_pid=pg,
+                                  count=count, **common)
+                elif case == "empty":
+                    run = measure(ceiling_url + "/api/v1/push", push1,
+                                  broker_pid=ceiling.pid, pg_pid=None, **common)
+                else:
+                    raise SystemExit(f"unknown case {case}")
+                log(json.dumps(run))
+                runs[case].append(run)
+        if not args.no_crossing:
+            results["crossing"] = crossing_cost(db_url)
+            log(f"crossing: {results['crossing']}")
+    results["runs"] = runs
+    results["summary"] = {case: {key: summarise(rs, key) for key in (
+        "broker_us_per_unit", "postgres_us_per_unit", "requests_per_s")}
+        for case, rs in runs.items()}
+    if "push1" in runs:
+        results["summary"]["push1"]["postgres_us_per_message"] = summarise(
+            runs["push1"], "postgres_us_per_message")
+    name = "cpu" if args.workers == 1 else f"cpu-workers-{args.workers}"
+    path = write_results(name, results)
+    empty = results["summary"].get("empty", {}).get("broker_us_per_unit", {}).get("median")
+    print(f"workers {args.workers}: broker CPU per request (µs; median [min-max] of "
+          f"{args.rounds} rounds)")
+    print(f"{'case':<10} {'broker µs':>20} {'x empty':>8} {'PostgreSQL µs':>20} {'req/s':>8}")
+    for case, s in results["summary"].items():
+        b, p = s["broker_us_per_unit"], s["postgres_us_per_unit"]
+        ratio = f"{b['median'] / empty:.2f}" if empty else "-"
+        print(f"{case:<10} {b['median']:>8.0f} [{b['min']:.0f}-{b['max']:.0f}]".ljust(31)
+              + f" {ratio:>8} {p['median']:>8.0f} [{p['min']:.0f}-{p['max']:.0f}]".ljust(30)
+              + f" {s['requests_per_s']['median']:>8.0f}")
+    if "push1" in results["summary"]:
+        m = results["summary"]["push1"]["postgres_us_per_message"]
+        print(f"PostgreSQL CPU per batch-1 pushed message: {m['median']:.0f} µs")
+    if "crossing" in results:
+        c = results["crossing"]
+        print(f"SELECT 1 x{c['callers']} concurrent: trio-asyncio {c['trio_asyncio_us_per_call']} "
+              f"µs CPU per call, plain asyncio {c['asyncio_us_per_call']} µs")
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

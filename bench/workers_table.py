@@ -1,0 +1,183 @@
+"""The workers table of docs/performance.md, from one run: 1 worker against 2.
+
+    python bench/workers_table.py [--seconds 10] [--rounds 3] [--connections 64]
+                                  [--latency-messages 300] [--workers 1,2]
+
+Two brokers run side by side on one embedded PostgreSQL: `serve --workers 1` and
+`serve --workers 2` (each with `--worker-ports`), and two HTTP ceilings (bench/empty_app.py
+under `serve --workers N --app`). Each round measures every row in turn, so machine noise
+hits both alike; the table shows medians over the rounds.
+
+Columns, per row:
+- push at batch 1, 10 and 100 (msg/s; wrk, `--connections`, 100 partitions);
+- autoAck pop at batch 1 and 10, pop+ack at batch 1 and 10 (msg/s, counted from the consumer
+  cursors; each run on a prefilled queue of its own);
+- push -> consume p50/p99 (ms) with one waiting consumer; with 2 workers the producer talks to
+  worker 1 and the consumer to worker 2;
+- peak RSS (MB) of the broker's processes (supervisor and workers) and of PostgreSQL's;
+- the CPU split over the throughput runs: broker, PostgreSQL and wrk, as shares of the total,
+  and the total CPU per request;
+- CPU per request (µs) of the broker for push batch 1, pop+ack batch 1 (per pair) and the
+  empty app, and the ratios the issue sets targets for.
+
+Results go to bench/results/workers_table.json; the table is printed as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from contextlib import ExitStack
+
+import trio
+from common import (
+    TreeRss,
+    broker,
+    database,
+    log,
+    postmaster_pid,
+    served_app,
+    write_results,
+)
+from cpu import PAYLOAD, measure
+from pop import AUTOACK_LUA, POPACK_LUA, consumed, lua_file, prefill, push_to_consume
+from push import lua_script
+
+# Messages per partition (100 partitions) to prefill per second of a run.
+PREFILL_PER_SECOND = {("autoack", 1): 20, ("autoack", 10): 120, ("popack", 1): 15,
+                      ("popack", 10): 80}
+
+
+def one_row(workers: int, r: int, target: dict, args: argparse.Namespace) -> dict:
+    url, pid, own = target["url"], target["pid"], target["own"]
+    pg, db_url = target["pg"], target["db_url"]
+    common = {"seconds": args.seconds, "connections": args.connections, "broker_pid": pid,
+              "pg_pid": pg}
+    row: dict = {}
+    cpu = {"broker": 0.0, "postgres": 0.0, "wrk": 0.0, "requests": 0}
+
+    def account(run: dict) -> None:
+        cpu["broker"] += run["broker_cpu_s"]
+        cpu["postgres"] += run["postgres_cpu_s"]
+        cpu["wrk"] += run["wrk_cpu_s"]
+        cpu["requests"] += run["requests_per_s"] * args.seconds
+
+    with TreeRss(pid) as broker_rss, TreeRss(pg) as pg_rss:
+        for batch in (1, 10, 100):
+            run = measure(url + "/api/v1/push", target["push"][batch], **common)
+            row[f"push{batch}"] = round(run["requests_per_s"] * batch)
+            if batch == 1:
+                row["push1_broker_us"] = run["broker_us_per_unit"]
+                row["push1_postgres_us"] = run["postgres_us_per_unit"]
+            account(run)
+        for kind, script in (("autoack", AUTOACK_LUA), ("popack", POPACK_LUA)):
+            for batch in (1, 10):
+                queue = f"bench.table.{workers}.{kind}.{batch}.{r}"
+                prefill(url, queue, 100, int(PREFILL_PER_SECOND[kind, batch] * args.seconds),
+                        PAYLOAD)
+                run = measure(url, lua_file(script % (queue, batch)),
+                              count=lambda q=queue: consumed(db_url, q), **common)
+                row[f"{kind}{batch}"] = round(run["units"] / args.seconds)
+                if (kind, batch) == ("popack", 1):
+                    row["popack1_broker_us"] = run["broker_us_per_unit"]  # per pair
+                account(run)
+        latency = trio.run(push_to_consume, own[0], args.latency_messages, own[-1])
+        row["latency_p50_ms"], row["latency_p99_ms"] = latency["p50_ms"], latency["p99_ms"]
+    empty = measure(target["ceiling"] + "/", target["push"][1], seconds=args.seconds,
+                    connections=args.connections, broker_pid=target["ceiling_pid"],
+                    pg_pid=None)
+    row["empty_requests_per_s"] = empty["requests_per_s"]
+    row["empty_broker_us"] = empty["broker_us_per_unit"]
+    row["broker_rss_mb"] = round(broker_rss.peak_mb, 1)
+    row["postgres_rss_mb"] = round(pg_rss.peak_mb, 1)
+    total = cpu["broker"] + cpu["postgres"] + cpu["wrk"]
+    row["cpu_share"] = {k: round(cpu[k] / total, 3) for k in ("broker", "postgres", "wrk")}
+    row["total_cpu_us_per_request"] = round(total / max(cpu["requests"], 1) * 1e6, 1)
+    return row
+
+
+def median_row(rows: list[dict]) -> dict:
+    out: dict = {}
+    for key, value in rows[0].items():
+        if isinstance(value, dict):
+            out[key] = {k: statistics.median(r[key][k] for r in rows) for k in value}
+        else:
+            out[key] = statistics.median(r[key] for r in rows)
+    return out
+
+
+def markdown(table: dict[int, dict]) -> str:
+    head = ("| workers | push b1 | push b10 | push b100 | autoAck b1 | autoAck b10 | "
+            "pop+ack b1 | pop+ack b10 | push→consume p50/p99 ms | peak RSS MB broker / PG | "
+            "CPU broker / PG / wrk | CPU µs per request |")
+    lines = [head, "|" + "---:|" * 12]
+    for workers, r in table.items():
+        share = r["cpu_share"]
+        lines.append(
+            f"| {workers} | {r['push1']:,.0f} | {r['push10']:,.0f} | {r['push100']:,.0f} | "
+            f"{r['autoack1']:,.0f} | {r['autoack10']:,.0f} | {r['popack1']:,.0f} | "
+            f"{r['popack10']:,.0f} | {r['latency_p50_ms']:.1f} / {r['latency_p99_ms']:.1f} | "
+            f"{r['broker_rss_mb']:.0f} / {r['postgres_rss_mb']:.0f} | "
+            f"{share['broker']:.0%} / {share['postgres']:.0%} / {share['wrk']:.0%} | "
+            f"{r['total_cpu_us_per_request']:,.0f} |")
+    lines += ["", "| workers | empty app req/s | broker µs per push b1 (× empty) | "
+                  "per pop+ack pair b1 (× empty) | empty app µs | PostgreSQL µs per push b1 |",
+              "|" + "---:|" * 6]
+    for workers, r in table.items():
+        e = r["empty_broker_us"]
+        lines.append(
+            f"| {workers} | {r['empty_requests_per_s']:,.0f} | {r['push1_broker_us']:,.0f} "
+            f"({r['push1_broker_us'] / e:.2f}×) | {r['popack1_broker_us']:,.0f} "
+            f"({r['popack1_broker_us'] / e:.2f}×) | {e:,.0f} | {r['push1_postgres_us']:,.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--latency-messages", type=int, default=300)
+    parser.add_argument("--workers", default="1,2")
+    args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    push = {b: lua_script(b, 100) for b in (1, 10, 100)}
+    rows: dict[int, list[dict]] = {w: [] for w in counts}
+    with database() as db_url, ExitStack() as stack:
+        pg = postmaster_pid(db_url)
+        targets = {}
+        for w in counts:
+            url, proc, own = stack.enter_context(broker(db_url, workers=w))
+            ceiling, ceiling_proc, _ = stack.enter_context(served_app(w))
+            targets[w] = {"url": url, "pid": proc.pid, "own": own, "pg": pg, "db_url": db_url,
+                          "push": push, "ceiling": ceiling, "ceiling_pid": ceiling_proc.pid}
+        for r in range(args.rounds):
+            for w in counts:
+                log(f"round {r + 1}/{args.rounds}: {w} worker(s)")
+                row = one_row(w, r, targets[w], args)
+                log(json.dumps(row))
+                rows[w].append(row)
+    table = {w: median_row(rs) for w, rs in rows.items()}
+    results = {"seconds": args.seconds, "rounds": args.rounds, "connections": args.connections,
+               "rows": rows, "median": table}
+    if 1 in table and 2 in table:
+        one, two = table[1], table[2]
+        results["checks"] = {
+            "total_cpu_per_request_2w_over_1w": round(
+                two["total_cpu_us_per_request"] / one["total_cpu_us_per_request"], 3),
+            "empty_app_2w_over_1w": round(
+                two["empty_requests_per_s"] / one["empty_requests_per_s"], 3),
+            "push1_over_empty_1w": round(one["push1_broker_us"] / one["empty_broker_us"], 3),
+            "popack1_over_empty_1w": round(one["popack1_broker_us"] / one["empty_broker_us"],
+                                           3),
+        }
+    path = write_results("workers_table", results)
+    print(markdown(table))
+    if "checks" in results:
+        print("\n" + json.dumps(results["checks"], indent=2))
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
