@@ -65,7 +65,6 @@ from .spool_root import (
     claim_root,
     directories,
     hold_directory,
-    is_held,
     lock_marker,
     lock_markers,
     mark_held,
@@ -78,6 +77,8 @@ log = logging.getLogger("queen_trio.spool")
 
 RECORD_HEADER = struct.Struct(">II")  # length, crc32 of the body
 REPLAY_CHUNK = 500
+# Marker paths a worker keeps computed (one per partition pushed to).
+MARKER_PATHS_KEPT = 100_000
 # Replay rounds that met a transient failure wait longer each time, up to this.
 MAX_RETRY_SECONDS = 30.0
 
@@ -143,6 +144,10 @@ class Spool:
         `wait`: how long open() waits for the directory's lock."""
         self.directory = Path(directory)
         self.root = Path(root) if root is not None else self.directory
+        # A single broker owns its root: what is held is what it spooled itself. Workers
+        # share theirs, so they look at the markers too (their paths cached: a push asks).
+        self._shared = self.root != self.directory
+        self._marker_paths: dict[tuple[str, str], str] = {}
         self._adopt_from = adopt_from or []
         self._wait = wait
         self.failed_dir = self.directory / "failed"
@@ -209,7 +214,18 @@ class Spool:
     def holds(self, queue: str, partition: str) -> bool:
         """Whether pushes to the partition must queue behind spooled records, here or in any
         worker's directory."""
-        return self._pending[(queue, partition)] > 0 or is_held(self.root, queue, partition)
+        key = (queue, partition)
+        if self._pending[key] > 0:
+            return True
+        if not self._shared:
+            return False
+        path = self._marker_paths.get(key)
+        if path is None:
+            if len(self._marker_paths) >= MARKER_PATHS_KEPT:
+                self._marker_paths.clear()
+            path = self._marker_paths[key] = str(marker_path(self.root, queue, partition))
+        # A stat (a cached negative lookup once nothing is held): no file opened.
+        return os.path.exists(path)
 
     # -- writing -----------------------------------------------------------------------------
 

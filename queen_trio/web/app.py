@@ -112,19 +112,19 @@ class App:
         started = time.perf_counter()
         gone = trio.Event()
         response: Response | None = None
-        async with trio.open_nursery() as watchers:
-            with trio.CancelScope() as handling:
+        resolved = self._resolve(scope)
+        if isinstance(resolved, tuple) and resolved[0].watch_disconnect:
+            # A route that can wait (a long poll): a watcher task sees the client hang up.
+            async with trio.open_nursery() as watchers:
+                with trio.CancelScope() as handling:
 
-                def watch() -> None:
-                    watchers.start_soon(_watch_disconnect, receive, gone, handling)
+                    def watch() -> None:
+                        watchers.start_soon(_watch_disconnect, receive, gone, handling)
 
-                try:
-                    response = await self._respond(scope, receive, gone, watch)
-                except _ClientGone:
-                    pass
-                finally:
-                    self.on_request_read(scope)
-            watchers.cancel_scope.cancel()
+                    response = await self._respond_once(scope, receive, gone, watch, resolved)
+                watchers.cancel_scope.cancel()
+        else:  # no task, no nursery: most requests
+            response = await self._respond_once(scope, receive, gone, _no_watch, resolved)
         if response is None:
             return  # the client hung up: nobody to answer
         await self._send(send, response, gone)
@@ -149,15 +149,39 @@ class App:
             if not isinstance(exc, _Undelivered):
                 raise
 
-    async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
-                       watch: Callable[[], None]) -> Response:
-        method = scope["method"]
-        if method == "OPTIONS":
-            return Response(204, b"", list(CORS_HEADERS))
-        raw_path = scope.get("raw_path") or scope["path"].encode()
-        path = raw_path.decode("utf-8", "replace").split("?", 1)[0]
+    def _resolve(self, scope: dict[str, Any]) -> tuple[Route, dict[str, str]] | HTTPError | None:
+        """The route and its parameters; the HTTPError (404, 405) to answer; None for
+        OPTIONS."""
+        if scope["method"] == "OPTIONS":
+            return None
         try:
-            route, params = self.router.resolve(method, path)
+            return self.router.resolve(scope["method"], _path(scope))
+        except HTTPError as exc:
+            return exc
+
+    async def _respond_once(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
+                            watch: Callable[[], None],
+                            resolved: tuple[Route, dict[str, str]] | HTTPError | None
+                            ) -> Response | None:
+        """The response; None when the client left before its request was read."""
+        try:
+            return await self._respond(scope, receive, gone, watch, resolved)
+        except _ClientGone:
+            return None
+        finally:
+            self.on_request_read(scope)
+
+    async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
+                       watch: Callable[[], None],
+                       resolved: tuple[Route, dict[str, str]] | HTTPError | None) -> Response:
+        method = scope["method"]
+        if resolved is None:
+            return Response(204, b"", list(CORS_HEADERS))
+        path = _path(scope)
+        try:
+            if isinstance(resolved, HTTPError):
+                raise resolved
+            route, params = resolved
             headers = dict(scope["headers"])
             subject = await self.auth.authenticate(headers, route.access)
             body = await self._read_body(headers, receive, gone)
@@ -223,6 +247,15 @@ def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:
             wire.name(value, key)
         elif "\x00" in value:
             raise BadRequest(f"{key} must not contain NUL characters")
+
+
+def _path(scope: dict[str, Any]) -> str:
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    return str(raw_path.decode("utf-8", "replace").split("?", 1)[0])
+
+
+def _no_watch() -> None:
+    return None
 
 
 class _ClientGone(Exception):
