@@ -211,6 +211,32 @@ def test_queen_traces_show_what_a_failing_test_recorded_and_pushed(
     assert '{"id":9}' not in out
 
 
+def test_queen_keep_data_leaves_the_data_directory_and_the_databases(
+        project: pytest.Pytester, admin_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    write_ini(project, f"queen_database_url = {admin_url}", "queen_keep_data = true")
+    project.makepyfile(test_kept=textwrap.dedent('''
+        from probe import push
+
+        def test_pushes(queen_url):
+            push(queen_url, "kept", 1)
+    '''))
+    before = _test_databases(admin_url)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    kept = _test_databases(admin_url) - before
+    (data_dir,) = private_tmp.iterdir()
+    try:
+        assert len(kept) == 1, "the broker's database is kept"
+        assert data_dir.name.startswith("queen-trio-test-")
+        assert processes_mentioning(str(private_tmp)) == [], "kept data, nothing running"
+    finally:
+        _drop_databases(admin_url, kept)
+
+
 def test_the_plugin_does_nothing_until_a_fixture_is_used(project: pytest.Pytester) -> None:
     write_ini(project)
     project.makepyfile(test_plain=textwrap.dedent('''
@@ -302,3 +328,19 @@ def _test_databases(admin_url: str) -> set[str]:
             await conn.close()
 
     return asyncio.run(read())
+
+
+def _drop_databases(admin_url: str, names: set[str]) -> None:
+    import asyncio
+
+    import asyncpg
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(admin_url)
+        try:
+            for name in names:
+                await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
