@@ -7,6 +7,7 @@ accepted group is flushed, then stops the services, then closes the pool.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,10 +15,14 @@ from typing import Any
 import attrs
 import trio
 
+from . import wire
 from .consume.acks import AckLane
 from .consume.pop import Consumer
 from .consume.wakeups import NotifyListener, WakeRegistry
+from .ops.activity import Activity
 from .ops.maintenance import PartitionReclaimer, RetentionService
+from .ops.metrics import ProcessFigures, WorkerIdentity, cpu_seconds, rss_bytes
+from .ops.stats import StatsMaintenance, StatsSampler
 from .push.bundle import Segment, run_bundle
 from .push.lane import PushLane
 from .push.publisher import Publisher
@@ -53,6 +58,38 @@ class Broker:
     transactions: TransactionRunner
     reclaimer: PartitionReclaimer
     retention: RetentionService
+    identity: WorkerIdentity
+    activity: Activity
+    sampler: StatsSampler
+    stats_maintenance: StatsMaintenance
+    started: float = attrs.field(factory=time.monotonic)
+
+    def figures(self) -> ProcessFigures:
+        """One reading of every service's statistics (ops/metrics.py)."""
+        user, system = cpu_seconds()
+        sampler = self.sampler.statistics()
+        return ProcessFigures(
+            identity=self.identity, taken_at=wire.utc_now(),
+            uptime=time.monotonic() - self.started, cpu_user=user, cpu_system=system,
+            rss_bytes=rss_bytes(), loop_lag=self.sampler.loop_lag(),
+            activity=self.activity.statistics(), database=self.db.statistics(),
+            pool_max=self.settings.db_pool_size, lane=self.lane.statistics(),
+            spool=self.spool.statistics(), claims=self.consumer.statistics().claims,
+            acks=self.ack_lane.statistics(), wakeups=self.wakeups.statistics(),
+            listener=self.listener.statistics(),
+            periodic=[self.reclaimer.statistics(), self.retention.statistics(),
+                      self.stats_maintenance.statistics()],
+            stats_samples=sampler.samples, stats_failures=sampler.failures)
+
+    def stats_age(self) -> int:
+        return self.sampler.stats_age()
+
+    async def refresh_stats(self) -> dict[str, Any]:
+        """POST /api/v1/stats/refresh: sample this process now and snapshot the cluster."""
+        await self.stats_maintenance.snapshot_now()
+        sampled_at = await self.sampler.sample_now()
+        return {"success": True, **self.identity.to_wire(),
+                "sampledAt": wire.format_millis(sampled_at), "statsAge": self.stats_age()}
 
 
 @asynccontextmanager
@@ -89,8 +126,10 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
     cipher = PayloadCipher(settings.encryption_key)
     wakeups = WakeRegistry()
     queues = Queues(db)
+    activity = Activity()
 
     async def commit(segments: list[Segment]) -> list[Any]:
+        activity.record_bundle([len(segment.frames) for segment in segments])
         return await db.call(lambda conn: run_bundle(conn, segments))
 
     lane = PushLane(commit, shards=settings.push_shards,
@@ -99,7 +138,8 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
                     deadline_seconds=settings.call_deadline_seconds)
     publisher = Publisher(lane, queues, cipher, spool,
                           max_pending_bytes=settings.max_pending_bytes)
-    return Broker(
+    identity = WorkerIdentity.of_this_process(settings.worker_id)
+    broker = Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
         listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
         publisher=publisher,
@@ -111,7 +151,12 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
                                      interval=settings.partition_cleanup_interval_seconds),
         retention=RetentionService(db, interval=settings.retention_interval_seconds,
                                    batch=settings.retention_batch_size),
+        identity=identity, activity=activity,
+        sampler=StatsSampler(db, identity, interval=settings.stats_interval_seconds),
+        stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
     )
+    broker.sampler.source = broker.figures
+    return broker
 
 
 @asynccontextmanager
@@ -123,6 +168,8 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database,
         async with trio.open_nursery() as services:
             await services.start(broker.reclaimer.run)
             await services.start(broker.retention.run)
+            await services.start(broker.stats_maintenance.run)
+            await services.start(broker.sampler.run)
             await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)

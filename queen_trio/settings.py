@@ -236,6 +236,11 @@ class Settings:
     app: str | None = None
     # Set in a worker process: its number, 1 to workers (None: not a worker).
     worker_index: int | None = None
+    # Operations: how often each process samples its figures, how long samples are kept, and
+    # the name this process goes by in samples and metrics (default hostname:pid).
+    stats_interval_seconds: float = 10.0
+    metrics_retention_days: int = 7
+    worker_id: str | None = None
     auth: AuthSettings = attrs.Factory(AuthSettings)
     # Where each setting came from ("PORT", "--port", ...), to name it in an error.
     sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
@@ -295,6 +300,9 @@ class Settings:
         take("POP_WAIT_BACKOFF_THRESHOLD", "pop_wait_backoff_threshold", int)
         take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
         take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
+        take("STATS_INTERVAL_MS", "stats_interval_seconds", milliseconds)
+        take("METRICS_RETENTION_DAYS", "metrics_retention_days", int)
+        take("QUEEN_WORKER_ID", "worker_id")
         url, sources["database_url"] = database_url_from_env(env), database_url_source(env)
         values["database_url"] = url
         values["auth"] = AuthSettings.from_env(env)
@@ -377,6 +385,9 @@ class Settings:
             raise ConfigError("POP_WAIT_*_INTERVAL_MS must be positive")
         if self.retention_interval_seconds <= 0 or self.retention_batch_size < 1:
             raise ConfigError("RETENTION_INTERVAL and RETENTION_BATCH_SIZE must be positive")
+        if self.stats_interval_seconds <= 0 or self.metrics_retention_days < 1:
+            raise ConfigError("STATS_INTERVAL_MS must be positive and METRICS_RETENTION_DAYS "
+                              "at least 1")
         if self.max_body_bytes < 1024:
             raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
         if not 1 <= self.workers <= 256:

@@ -201,6 +201,10 @@ def parse_timestamp(text: str, label: str) -> dt.datetime:
     return parsed
 
 
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def format_micros(value: dt.datetime) -> str:
     """Pop `createdAt`: UTC with microseconds."""
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -8,7 +8,7 @@ costs latency, never a message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,6 +26,11 @@ CHANNEL = "queen_push"
 class WakeStatistics:
     watched_queues: int  # queues that a waiter is watching right now
     notifications: int   # wake-ups delivered (local commits and NOTIFY)
+    # Long polls parked right now, per queue; namespace/task pops under ANY_QUEUE.
+    waiting: Mapping[str, int]
+
+
+ANY_QUEUE = "*"
 
 
 @attrs.frozen
@@ -46,7 +51,12 @@ class WakeRegistry:
         self._notifications = 0
 
     def statistics(self) -> WakeStatistics:
-        return WakeStatistics(watched_queues=len(self._events), notifications=self._notifications)
+        waiting = {queue: n for queue, event in self._events.items()
+                   if (n := event.statistics().tasks_waiting)}
+        if n := self._any.statistics().tasks_waiting:
+            waiting[ANY_QUEUE] = n
+        return WakeStatistics(watched_queues=len(self._events), notifications=self._notifications,
+                              waiting=waiting)
 
     @contextmanager
     def watch(self, queue: str | None) -> Iterator[trio.Event]:

@@ -85,26 +85,33 @@ class PeriodicService:
     async def pass_once(self) -> Mapping[str, int] | None:
         raise NotImplementedError
 
+    async def run_pass(self) -> Mapping[str, int] | None:
+        """One pass now, counted in statistics(); a failure is counted and raised."""
+        try:
+            done = await self.pass_once()
+        except Exception as exc:
+            self._failures += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            raise
+        if done is None:
+            self._skipped += 1
+        else:
+            self._passes += 1
+            self._totals.update(done)
+            if any(done.values()):
+                log.info(self.name, extra=dict(done))
+        return done
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             try:
-                done = await self.pass_once()
+                await self.run_pass()
             except Exception as exc:  # the broker keeps serving
-                self._failures += 1
-                self._last_error = f"{type(exc).__name__}: {exc}"
                 held = self._throttle.admit()
                 if held is not None:
                     log.warning(f"{self.name} failed", exc_info=True,
                                 extra={"error": str(exc), "failures_held_back": held})
-            else:
-                if done is None:
-                    self._skipped += 1
-                else:
-                    self._passes += 1
-                    self._totals.update(done)
-                    if any(done.values()):
-                        log.info(self.name, extra=dict(done))
             await trio.sleep(self._interval)
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import os
-import socket
 import uuid
 from typing import Any
 
@@ -18,7 +16,6 @@ from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 MAX_NAMES = 32
 MAX_EVENT_TYPE = 64
 
@@ -51,7 +48,7 @@ def parse_trace(body: Any) -> tuple[uuid.UUID, str, str, str, bytes, list[str]]:
             sorted(set(names)))
 
 
-async def record(db: Database, body: Any) -> dict[str, Any]:
+async def record(db: Database, body: Any, *, worker_id: str) -> dict[str, Any]:
     partition_id, txid, group, event_type, data, names = parse_trace(body)
     event_id = ids.new_id()
 
@@ -59,7 +56,7 @@ async def record(db: Database, body: Any) -> dict[str, Any]:
         created = await Q.trace_insert_event.fetchval(
             conn, event_id=event_id, partition_id=partition_id, transaction_id=txid,
             consumer_group=group, event_type=event_type, data=data.decode(),
-            worker_id=WORKER_ID)
+            worker_id=worker_id)
         if created is None:
             return False
         if names:

@@ -36,6 +36,9 @@ STATUS_OF: dict[type[QueenError], int] = {
 NAME_PARAMETERS = ("queue", "partition", "consumerGroup", "namespace", "task", "traceName")
 
 Handler = Callable[[Request], Awaitable[Response]]
+# Told of every answer: (method, route template, status, seconds).
+Observer = Callable[[str, str, int, float], None]
+UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIONS)
 
 
 @attrs.frozen
@@ -95,13 +98,15 @@ class Router:
 class App:
     """The ASGI callable: routing, authentication, the body, errors. `routes.py` builds it."""
 
-    def __init__(self, router: Router, auth: Authenticator, *, max_body_bytes: int) -> None:
+    def __init__(self, router: Router, auth: Authenticator, *, max_body_bytes: int,
+                 observe: Observer | None = None) -> None:
         self.router = router
         self.auth = auth
         self.max_body_bytes = max_body_bytes
         # Told once a request is read (or given up on): the server stops its read clock
         # (web/connections.py).
         self.on_request_read: Callable[[dict[str, Any]], None] = lambda scope: None
+        self.observe = observe
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -128,8 +133,11 @@ class App:
         if response is None:
             return  # the client hung up: nobody to answer
         await self._send(send, response, gone)
+        seconds = time.perf_counter() - started
+        if self.observe is not None:
+            self.observe(scope["method"], response.route or UNMATCHED, response.status, seconds)
         if access_log.isEnabledFor(logging.INFO):
-            log_request(scope["method"], response, time.perf_counter() - started)
+            log_request(scope["method"], response, seconds)
 
     @staticmethod
     async def _send(send: Any, response: Response, gone: trio.Event) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jwt
 import trio
 
@@ -39,6 +40,20 @@ GRANTS = {
     "read-write": {PUSH, READ, WRITE},
     "admin": {PUSH, READ, WRITE, ADMIN},
 }
+
+
+# Levels from least to most: whoami names the highest one a token's roles give.
+LEVEL_ORDER = ("write-only", "read-only", "read-write", "admin")
+
+
+@attrs.frozen
+class Identity:
+    """Who a request is: the token's `sub`, its highest configured role and that role's level
+    (admin for everyone while authentication is off)."""
+
+    sub: str | None
+    role: str | None
+    level: str | None
 
 
 def _fetch_jwks(source: str, timeout: float) -> dict[str, Any]:
@@ -136,6 +151,26 @@ class Authenticator:
         """The token's `sub` when the route's level is met; raises 401/403 otherwise."""
         if not self.settings.enabled or needs == PUBLIC:
             return None
+        claims = await self._claims(headers)
+        levels = self._levels(claims)
+        if not any(needs in GRANTS[level] for level in levels):
+            raise HTTPError(403, "Insufficient permissions")
+        sub = claims.get("sub")
+        return sub if isinstance(sub, str) else None
+
+    async def identify(self, headers: Mapping[bytes, bytes]) -> Identity:
+        """Who the request is (GET /api/v1/auth/whoami): any valid token answers, even one
+        that carries no configured role (its level is then None); 401 without one."""
+        if not self.settings.enabled:
+            return Identity(None, None, "admin")
+        claims = await self._claims(headers)
+        levels = self._levels(claims)
+        level = max(levels, key=LEVEL_ORDER.index, default=None)
+        sub = claims.get("sub")
+        return Identity(sub if isinstance(sub, str) else None,
+                        None if level is None else self.settings.role_names[level], level)
+
+    async def _claims(self, headers: Mapping[bytes, bytes]) -> dict[str, Any]:
         raw = headers.get(b"authorization")
         if raw is None:
             raise HTTPError(401, "Authentication required")
@@ -145,12 +180,7 @@ class Authenticator:
             token = rest.strip()
         if not token:
             raise HTTPError(401, "Empty token")
-        claims = await self._verify(token)
-        levels = self._levels(claims)
-        if not any(needs in GRANTS[level] for level in levels):
-            raise HTTPError(403, "Insufficient permissions")
-        sub = claims.get("sub")
-        return sub if isinstance(sub, str) else None
+        return await self._verify(token)
 
     async def grants(self, headers: Mapping[bytes, bytes], level: str) -> bool:
         """Whether the request's credentials reach `level` (with authentication off, every

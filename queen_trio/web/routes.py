@@ -18,38 +18,14 @@ from ..queues.queues import parse_configure
 from .app import App, Router
 from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
 from .http import CORS_HEADERS, Request, Response, error_response, json_response
+from .routes_ops import add_ops_routes
 
 # Routes of the reference contract (dashboard, admin and metrics) that this broker does not
 # serve yet: they answer 501 with an error body (docs/api.md lists them), never a silent 404 or
 # a fake success.
 NOT_BUILT: list[tuple[str, str, str]] = [
-    ("GET", "/api/v1/resources/overview", READ),
-    ("GET", "/api/v1/resources/queues", READ),
-    ("GET", "/api/v1/resources/queues/:queue", READ),
-    ("GET", "/api/v1/resources/namespaces", READ),
-    ("GET", "/api/v1/resources/tasks", READ),
-    ("GET", "/api/v1/messages", READ),
-    ("GET", "/api/v1/messages/:partitionId/:transactionId", READ),
     ("DELETE", "/api/v1/messages/:partitionId/:transactionId", WRITE),
-    ("GET", "/api/v1/consumer-groups", READ),
-    ("GET", "/api/v1/consumer-groups/lagging", READ),
-    ("GET", "/api/v1/consumer-groups/:group", READ),
-    ("DELETE", "/api/v1/consumer-groups/:group", ADMIN),
-    ("DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ADMIN),
-    ("POST", "/api/v1/consumer-groups/:group/subscription", WRITE),
-    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", WRITE),
-    ("POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek", WRITE),
-    ("GET", "/api/v1/status", READ),
-    ("GET", "/api/v1/status/queues", READ),
-    ("GET", "/api/v1/status/queues/:queue", READ),
-    ("GET", "/api/v1/status/queues/:queue/messages", READ),
-    ("GET", "/api/v1/status/analytics", READ),
-    *(("GET", f"/api/v1/analytics/{name}", READ) for name in (
-        "system-metrics", "worker-metrics", "queue-lag", "queue-ops", "queue-parked-replicas",
-        "retention", "postgres-stats")),
-    ("POST", "/api/v1/stats/refresh", ADMIN),
-    ("GET", "/metrics", PUBLIC),
-    ("GET", "/metrics/prometheus", PUBLIC),
+    ("POST", "/api/v1/messages/:partitionId/:transactionId/retry", WRITE),
 ]
 
 
@@ -88,6 +64,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     async def push(request: Request) -> Response:
         items = parse_push_body(request.body)
         status, results = await broker.publisher.push(items, request.subject)
+        broker.activity.record_push(results)
         response = json_response(status, results)
         response.items = len(items)
         queues = {item.queue for item in items}
@@ -114,6 +91,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
             "database": "connected" if healthy else "disconnected",
             "server": "queen-trio",
             "version": __version__,
+            "worker_id": broker.identity.worker_id,
         })
 
     async def pop(request: Request) -> Response:
@@ -122,6 +100,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
                         queue=None if queue is None else wire.name(queue, "queue"),
                         partition=None if partition is None else wire.name(partition, "partition"))
         delivery = await broker.consumer.pop(req, request.gone)
+        broker.activity.record_pop(req.queue, None if delivery is None else delivery.reply)
         if delivery is None:
             return Response(204, b"", list(CORS_HEADERS), items=0)
         response = json_response(200, delivery.reply, items=len(delivery.reply["messages"]),
@@ -131,11 +110,15 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
 
     async def ack_one(request: Request) -> Response:
         group, ack = acks.parse_single_ack(request.json())
-        return json_response(200, await broker.ack_lane.settle(group, [ack]), items=1)
+        results = await broker.ack_lane.settle(group, [ack])
+        broker.activity.record_acks([ack.status], results)
+        return json_response(200, results, items=1)
 
     async def ack_batch(request: Request) -> Response:
         group, items = acks.parse_ack_batch(request.json())
-        return json_response(200, await broker.ack_lane.settle(group, items), items=len(items))
+        results = await broker.ack_lane.settle(group, items)
+        broker.activity.record_acks([a.status for a in items], results)
+        return json_response(200, results, items=len(items))
 
     async def extend_lease(request: Request) -> Response:
         lease_id = wire.parse_uuid(request.params["leaseId"], "leaseId")
@@ -154,11 +137,14 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
 
     async def transaction(request: Request) -> Response:
         ops, leases = parse_transaction(request.body)
-        return json_response(200, await broker.transactions.run(ops, leases, request.subject),
-                             items=len(ops))
+        reply = await broker.transactions.run(ops, leases, request.subject)
+        broker.activity.record_transaction(
+            [op.ack[1].status for op in ops if op.ack is not None], reply)
+        return json_response(200, reply, items=len(ops))
 
     async def record_trace(request: Request) -> Response:
-        return json_response(201, await traces.record(broker.db, request.json()))
+        return json_response(201, await traces.record(broker.db, request.json(),
+                                                      worker_id=broker.identity.worker_id))
 
     async def trace_names(request: Request) -> Response:
         return json_response(200, await traces.names(broker.db, request.query))
@@ -186,7 +172,8 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
             "pending": own.pending + sum(u.pending for u in others),
             "failed": own.failed + sum(u.failed for u in others),
             "files": own.files + sum(u.files for u in others),
-            "dbHealthy": await broker.db.ping()}
+            "dbHealthy": await broker.db.ping(),
+            "worker": broker.identity.worker_id}
         # Where the broker keeps its files is for admins only.
         if await auth.grants(request.headers, ADMIN):
             reply["directory"] = str(spool.directory.absolute())
@@ -218,12 +205,14 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue, access=ADMIN)
     router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
     router.add("GET", "/health", health, access=PUBLIC)
+    auth = auth or Authenticator(broker.settings.auth)
+    add_ops_routes(router, broker, auth)
     for method, template, access in NOT_BUILT:
         router.add(method, template, _not_built(method, template), access=access)
     for method, template in NOT_IN_THIS_BROKER:
         router.add(method, template, _not_in_this_broker(method, template), access=PUBLIC)
-    return App(router, auth,
-               max_body_bytes=broker.settings.max_body_bytes)
+    return App(router, auth, max_body_bytes=broker.settings.max_body_bytes,
+               observe=broker.activity.record_request)
 
 
 def _not_built(method: str, template: str):  # type: ignore[no-untyped-def]

@@ -5,47 +5,14 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
-from contextlib import asynccontextmanager
 
-import httpx
 import jwt
 import pytest
 import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from queen_trio.broker import open_broker
-from queen_trio.settings import AuthSettings
-from queen_trio.web.routes import create_app
-from tests.support.brokers import make_settings
-
-SECRET = "test-secret-with-enough-length-0123456789"
-
-
-def token(sub="svc-1", role="read-write", key=SECRET, alg="HS256", exp=300, **claims):
-    payload = {"sub": sub, **claims}
-    if role is not None:
-        payload["role"] = role
-    if exp is not None:
-        payload["exp"] = int(time.time()) + exp
-    headers = {"kid": claims.pop("kid")} if "kid" in claims else None
-    payload.pop("kid", None)
-    return jwt.encode(payload, key, algorithm=alg, headers=headers)
-
-
-@asynccontextmanager
-async def authed_client(database_url, **env):
-    auth = AuthSettings.from_env({"JWT_ENABLED": "true", **env})
-    async with open_broker(make_settings(database_url, auth=auth), database_url) as broker:
-        transport = httpx.ASGITransport(app=create_app(broker))
-        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
-            yield client
-
-
-def bearer(t):
-    return {"Authorization": f"Bearer {t}"}
-
+from tests.support.auth import SECRET, authed_client, bearer, token
 
 PUSH = {"items": [{"queue": "secure", "payload": {"n": 1}, "producerSub": "forged"}]}
 

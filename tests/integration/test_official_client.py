@@ -83,3 +83,39 @@ async def test_official_client_trace_is_readable_by_name(http_url, client):
     assert body["traces"][0]["data"] == {"seen": 1}
     assert body["traces"][0]["event_type"] == "step"
     assert body["traces"][0]["queue_name"] == "tx.traced"
+
+
+async def test_official_client_admin_and_consumer_group_calls(http_url):
+    r = await run_client("admin_flow.py", http_url)
+    assert r["overview"]["queues"] == 1 and r["overview"]["messages"]["total"] == 5
+    assert r["overview"]["messages"]["deadLetter"] == 1
+    assert [n["namespace"] for n in r["namespaces"]["namespaces"]] == ["adm"]
+    assert [t["task"] for t in r["tasks"]["tasks"]] == ["jobs"]
+    assert [x["name"] for x in r["queues"]["queues"]] == ["adm.jobs"]
+    # create() made the Default partition.
+    assert [p["name"] for p in r["queue"]["partitions"]] == ["Default", "p1", "p2"]
+    assert r["depth"]["pending"] == 3 and r["depth"]["partitionsPending"] == 2
+    assert r["depth_group"]["group"] == "workers" and r["depth_group"]["pending"] == 3
+    assert [p["name"] for p in r["partitions"]["partitions"]] == ["Default", "p1", "p2"]
+    assert len(r["messages"]["messages"]) == 5
+    assert r["message"]["payload"] == {"n": 0} and r["message"]["status"] == "completed"
+    assert r["status"]["messages"]["total"] == 5
+    assert r["queue_stats"]["queues"][0]["name"] == "adm.jobs"
+    assert r["queue_detail"]["queue"]["config"]["retryLimit"] == 0
+    assert r["analytics"]["interval"] == "hour"
+    assert r["refresh"]["success"] is True
+    (group,) = r["groups"]
+    assert (group["name"], group["queueName"], group["deadLetters"]) == ("workers", "adm.jobs", 1)
+    assert set(r["group"]) == {"adm.jobs"}
+    assert {x["partition_name"] for x in r["lagging"]} == {"p1", "p2"}
+    assert r["seek"]["partitionsUpdated"] == 3 and r["seek"]["seekToEnd"] is True
+    assert r["health"]["status"] == "healthy"
+    assert r["metrics"]["workerId"] and r["system"]["workers"] and r["worker"]["workers"]
+    assert r["timestamp"]["success"] is True and r["timestamp"]["rowsUpdated"] == 1
+    assert r["delete_for_queue"] == {"success": True, "consumerGroup": "workers",
+                                     "queueName": "adm.jobs", "deletedPartitions": 3,
+                                     "metadataDeleted": False}
+    assert r["delete"]["success"] is True
+    assert r["delete_unknown"] == {"success": True, "consumerGroup": "never-existed",
+                                   "deletedPartitions": 0, "metadataDeleted": False}
+    assert r["groups_after"] == []

@@ -92,3 +92,37 @@ def uses_index(plan: Plan, index: str) -> bool:
 
 def seq_scans(plan: Plan) -> set[str]:
     return {scan.relation or "" for scan in plan.scans() if scan.node == "Seq Scan"}
+
+
+# -- the operations routes' figures, planned over a table big enough to mean it ---------------
+
+# 200 partitions of 50 one-message segments each (10,000 segments), 5 groups with cursors at
+# 0, 5, ... 20 and a pending head an hour old.
+BIG_QUEUE = """
+INSERT INTO queen.queues (name, namespace, task) VALUES ('big', 'big', '');
+INSERT INTO queen.partitions (queue_id, name, next_offset, last_commit_at)
+SELECT q.id, 'p' || i, 50, now() FROM queen.queues q, generate_series(1, 200) i
+ WHERE q.name = 'big';
+INSERT INTO queen.segments (partition_id, first_offset, message_count, created_at, frames,
+                            frame_ends)
+SELECT p.id, s, 1, now() - (50 - s) * interval '1 second', '\\x00'::bytea, ARRAY[1]
+  FROM queen.partitions p, generate_series(0, 49) s;
+INSERT INTO queen.subscriptions (queue_id, consumer_group)
+SELECT q.id, 'g' || g FROM queen.queues q, generate_series(0, 4) g;
+INSERT INTO queen.consumer_state (partition_id, consumer_group, queue_id, cursor_offset, head_at)
+SELECT p.id, 'g' || g, p.queue_id, g * 5, now() - interval '1 hour'
+  FROM queen.partitions p, generate_series(0, 4) g;
+ANALYZE;
+"""
+
+
+async def explain_query(db: Any, query: Any, **params: Any) -> dict[str, Any]:
+    """EXPLAIN (ANALYZE) of a named query (`Q.name`): the plan tree as executed."""
+    text = f"EXPLAIN (ANALYZE, FORMAT JSON) {query.text}"
+    raw = await db.call(lambda conn: conn.fetchval(text, *query.args(params)))
+    return json.loads(raw)[0]["Plan"]  # type: ignore[no-any-return]
+
+
+def reads_of(plan: dict[str, Any], relation: str) -> list[dict[str, Any]]:
+    """Every node of the plan that reads `relation`."""
+    return [n for n in _nodes(plan) if n.get("Relation Name") == relation]

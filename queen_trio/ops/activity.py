@@ -1,0 +1,219 @@
+"""What this broker process has done since it started: requests, pushes, pops, acks, per queue,
+request latencies per route and the lane's segment and bundle sizes.
+
+The web layer and the lane's commit hook record here; nothing here touches the database. The
+stats sampler (ops/stats.py) turns these cumulative counts into per-interval samples, and the
+metrics routes (ops/metrics.py) expose them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+# Request latency (seconds): long polls land in the upper buckets.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0, 60.0)
+# Messages per segment and segments per bundle.
+SEGMENT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
+BUNDLE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@attrs.frozen
+class HistogramSnapshot:
+    buckets: tuple[float, ...]  # upper bounds; +Inf is implied
+    counts: tuple[int, ...]     # observations per bucket (not cumulative), +Inf last
+    total: float                # sum of the observed values
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"buckets": list(self.buckets), "counts": list(self.counts),
+                "sum": self.total, "count": self.count}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> HistogramSnapshot:
+        return cls(tuple(value["buckets"]), tuple(value["counts"]), float(value["sum"]),
+                   int(value["count"]))
+
+
+class Histogram:
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self._buckets = tuple(buckets)
+        self._counts = [0] * (len(self._buckets) + 1)
+        self._sum = 0.0
+        self._count = 0
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect.bisect_left(self._buckets, value)] += 1
+        self._sum += value
+        self._count += 1
+
+    def snapshot(self) -> HistogramSnapshot:
+        return HistogramSnapshot(self._buckets, tuple(self._counts), self._sum, self._count)
+
+
+@attrs.define
+class QueueCounts:
+    pushed: int = 0
+    pop_requests: int = 0
+    pop_empty: int = 0
+    popped: int = 0
+    acked: int = 0
+    nacked: int = 0
+    ack_failed: int = 0
+    dead_lettered: int = 0
+
+
+@attrs.frozen
+class QueueActivity:
+    pushed: int
+    pop_requests: int
+    pop_empty: int
+    popped: int
+    acked: int
+    nacked: int
+    ack_failed: int
+    dead_lettered: int
+
+
+@attrs.frozen
+class ActivityStatistics:
+    http_requests: int
+    http_errors: int            # answers with a 5xx status
+    push_requests: int
+    push_messages: int          # items stored (queued) by pushes and transactions
+    push_items: Mapping[str, int]  # push items by their wire status
+    pop_requests: int
+    pop_empty: int
+    pop_messages: int
+    ack_requests: int
+    ack_messages: int           # acks that settled their message (completed or dead-lettered)
+    nacked: int                 # failed/retry acks applied: the delivery comes back
+    ack_failed: int             # acks refused
+    dead_lettered: int          # acks that dead-lettered their message
+    transactions: int
+    queues: Mapping[str, QueueActivity]
+    # (method, route template, status) -> answers; (method, route template) -> latency
+    responses: Mapping[tuple[str, str, int], int]
+    latency: Mapping[tuple[str, str], HistogramSnapshot]
+    segment_sizes: HistogramSnapshot
+    bundle_sizes: HistogramSnapshot
+
+
+class Activity:
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._push_items: Counter[str] = Counter()
+        self._queues: dict[str, QueueCounts] = {}
+        self._responses: Counter[tuple[str, str, int]] = Counter()
+        self._latency: dict[tuple[str, str], Histogram] = {}
+        self._segments = Histogram(SEGMENT_BUCKETS)
+        self._bundles = Histogram(BUNDLE_BUCKETS)
+
+    def _queue(self, name: str) -> QueueCounts:
+        counts = self._queues.get(name)
+        if counts is None:
+            counts = self._queues[name] = QueueCounts()
+        return counts
+
+    # -- recorded by the web layer -------------------------------------------------------------
+
+    def record_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self._counts["http_requests"] += 1
+        if status >= 500:
+            self._counts["http_errors"] += 1
+        self._responses[(method, route, status)] += 1
+        histogram = self._latency.get((method, route))
+        if histogram is None:
+            histogram = self._latency[(method, route)] = Histogram(LATENCY_BUCKETS)
+        histogram.observe(seconds)
+
+    def record_push(self, results: Iterable[Mapping[str, Any]]) -> None:
+        self._counts["push_requests"] += 1
+        for result in results:
+            status = result["status"]
+            self._push_items[status] += 1
+            if status == "queued":
+                self._counts["push_messages"] += 1
+                self._queue(result["queueName"]).pushed += 1
+
+    def record_pop(self, queue: str | None, reply: Mapping[str, Any] | None) -> None:
+        """A pop's reply (None: nothing was delivered); namespace pops name no queue."""
+        self._counts["pop_requests"] += 1
+        messages = [] if reply is None else reply["messages"]
+        if not messages:
+            self._counts["pop_empty"] += 1
+            if queue is not None:
+                counts = self._queue(queue)
+                counts.pop_requests += 1
+                counts.pop_empty += 1
+            return
+        self._counts["pop_messages"] += len(messages)
+        assert reply is not None
+        by_queue = Counter(m.get("queue", queue or reply["queue"]) for m in messages)
+        for name, n in by_queue.items():
+            counts = self._queue(name)
+            counts.pop_requests += 1
+            counts.popped += n
+
+    def record_acks(self, statuses: Sequence[str], results: Sequence[Mapping[str, Any]], *,
+                    request: bool = True) -> None:
+        """Acks (their statuses) and their results, in the same order."""
+        if request:
+            self._counts["ack_requests"] += 1
+        for status, result in zip(statuses, results, strict=False):
+            name = result.get("queueName")
+            counts = self._queue(name) if name else QueueCounts()
+            if not result["success"]:
+                self._counts["ack_failed"] += 1
+                counts.ack_failed += 1
+            elif result.get("dlq") or status in ("completed", "success", "dlq"):
+                self._counts["ack_messages"] += 1
+                counts.acked += 1
+                if result.get("dlq"):
+                    self._counts["dead_lettered"] += 1
+                    counts.dead_lettered += 1
+            else:
+                self._counts["nacked"] += 1
+                counts.nacked += 1
+
+    def record_transaction(self, ack_statuses: Sequence[str],
+                           reply: Mapping[str, Any]) -> None:
+        """A transaction's reply; `ack_statuses` are its ack operations' statuses in order."""
+        self._counts["transactions"] += 1
+        if not reply.get("success"):
+            return
+        results = reply.get("results", [])
+        for result in results:
+            if result.get("type") == "push" and result.get("status") == "queued":
+                self._counts["push_messages"] += 1
+                self._queue(result["queueName"]).pushed += 1
+        self.record_acks(ack_statuses, [r for r in results if r.get("type") == "ack"],
+                         request=False)
+
+    # -- recorded by the lane's commit hook ----------------------------------------------------
+
+    def record_bundle(self, segment_sizes: Sequence[int]) -> None:
+        self._bundles.observe(len(segment_sizes))
+        for size in segment_sizes:
+            self._segments.observe(size)
+
+    def statistics(self) -> ActivityStatistics:
+        c = self._counts
+        return ActivityStatistics(
+            http_requests=c["http_requests"], http_errors=c["http_errors"],
+            push_requests=c["push_requests"], push_messages=c["push_messages"],
+            push_items=dict(self._push_items),
+            pop_requests=c["pop_requests"], pop_empty=c["pop_empty"],
+            pop_messages=c["pop_messages"], ack_requests=c["ack_requests"],
+            ack_messages=c["ack_messages"], nacked=c["nacked"], ack_failed=c["ack_failed"],
+            dead_lettered=c["dead_lettered"], transactions=c["transactions"],
+            queues={name: QueueActivity(**attrs.asdict(q)) for name, q in self._queues.items()},
+            responses=dict(self._responses),
+            latency={key: h.snapshot() for key, h in self._latency.items()},
+            segment_sizes=self._segments.snapshot(), bundle_sizes=self._bundles.snapshot(),
+        )

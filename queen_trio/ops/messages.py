@@ -1,0 +1,383 @@
+"""Messages: the list (newest first, every filter), one message with its payload.
+
+A message's status: `dead_letter` when any group dead-lettered it; otherwise where its
+partition's reference group stands (queue mode when the partition has it, else the slowest
+group): `processing` under that group's live lease, `pending` at or after its cursor,
+`completed` behind it. A partition no group reads holds only pending messages.
+
+The list walks segment headers newest first through an index (segments_time, or one
+partition's primary key): skipping `offset` messages costs index entries, not frames, and only
+the page's frames are read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import attrs
+import msgspec
+
+from .. import wire
+from ..errors import BadRequest, NotFound
+from ..storage import frames as framing
+from ..storage.database import Database
+from ..storage.encryption import PayloadCipher
+from ..storage.sql import Q
+from .resources import MAX_LIMIT, queue_row, stamp
+
+STATUSES = ("pending", "processing", "completed", "dead_letter")
+# Header chunks grow from this size while the page is not full.
+FIRST_CHUNK = 256
+LAST_CHUNK = 8192
+_NEVER = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+_DAWN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_HIGHEST_UUID = uuid.UUID(int=(1 << 128) - 1)
+_HIGHEST_OFFSET = (1 << 63) - 1
+
+
+@attrs.frozen
+class MessageQuery:
+    queue: str | None
+    partition: str | None
+    namespace: str | None
+    task: str | None
+    status: str | None
+    start: dt.datetime
+    end: dt.datetime
+    limit: int
+    offset: int
+
+    @property
+    def filtered(self) -> bool:
+        return any(v is not None for v in (self.queue, self.partition, self.namespace,
+                                           self.task))
+
+
+def _end_of_minute(at: dt.datetime) -> dt.datetime:
+    floor = at.replace(second=0, microsecond=0)
+    return floor if floor == at else floor + dt.timedelta(minutes=1)
+
+
+def parse_list(query: Mapping[str, str], *, default_limit: int = 200,
+               window: dt.timedelta | None = dt.timedelta(hours=1)) -> MessageQuery:
+    """The list's filters; `window` None lists every message (no default time range)."""
+    status = query.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(STATUSES)}")
+    end = _end_of_minute(wire.parse_timestamp(query["to"], "to") if query.get("to")
+                         else wire.utc_now())
+    if query.get("from"):
+        start = wire.parse_timestamp(query["from"], "from")
+    else:
+        start = _DAWN if window is None else end - window
+    if window is None and not query.get("to"):
+        end = _NEVER
+    if start > end:
+        raise BadRequest("from must not be after to")
+    page = wire.pagination(query, default_limit=default_limit, max_limit=MAX_LIMIT)
+    names = {key: (wire.name(query[key], key) if query.get(key) else None)
+             for key in ("queue", "partition", "task")}
+    namespace = query.get("ns") or query.get("namespace") or None
+    return MessageQuery(names["queue"], names["partition"], namespace, names["task"], status,
+                        start, end, page.limit, page.offset)
+
+
+@attrs.define
+class _Position:
+    group: str
+    cursor: int
+    leased_until: int | None
+    lease_expires_at: dt.datetime | None
+    retry_count: int
+
+
+class _Partitions:
+    """Where every group stands on the partitions seen so far, and their dead letters."""
+
+    def __init__(self) -> None:
+        self.groups: dict[uuid.UUID, list[_Position]] = {}
+        self.dead: dict[uuid.UUID, set[int]] = {}
+
+    def reference(self, pid: uuid.UUID) -> _Position | None:
+        groups = self.groups.get(pid) or []
+        for position in groups:
+            if position.group == wire.QUEUE_MODE:
+                return position
+        return min(groups, key=lambda p: (p.cursor, p.group), default=None)
+
+    def status(self, pid: uuid.UUID, offset: int) -> str:
+        if offset in self.dead.get(pid, ()):
+            return "dead_letter"
+        return _status_for(self.reference(pid), offset)
+
+
+def _status_for(position: _Position | None, offset: int) -> str:
+    if position is None or offset >= position.cursor:
+        if (position is not None and position.leased_until is not None
+                and offset < position.leased_until):
+            return "processing"
+        return "pending"
+    return "completed"
+
+
+async def _load(conn: asyncpg.Connection, known: _Partitions,
+                headers: Sequence[Mapping[str, Any]], *, need_dead: bool) -> None:
+    """The positions of the headers' partitions not seen yet; with `need_dead`, the dead
+    letters within the headers' offsets."""
+    fresh = sorted({h["partition_id"] for h in headers} - known.groups.keys())
+    if fresh:
+        for pid in fresh:
+            known.groups[pid] = []
+        for r in await Q.message_states.fetch(conn, partition_ids=fresh):
+            known.groups[r["partition_id"]].append(_Position(
+                r["consumer_group"], r["cursor_offset"], r["leased_until"],
+                r["lease_expires_at"], r["retry_count"]))
+    if not need_dead:
+        return
+    ranges: dict[uuid.UUID, tuple[int, int]] = {}
+    for h in headers:
+        low, high = ranges.get(h["partition_id"], (_HIGHEST_OFFSET, -1))
+        ranges[h["partition_id"]] = (min(low, h["first_offset"]),
+                                     max(high, h["first_offset"] + h["message_count"]))
+    pids = list(ranges)
+    rows = await Q.message_dead_offsets.fetch(
+        conn, partition_ids=pids, lows=[ranges[p][0] for p in pids],
+        highs=[ranges[p][1] for p in pids])
+    for r in rows:
+        known.dead.setdefault(r["partition_id"], set()).add(r["message_offset"])
+
+
+@attrs.frozen
+class _Slice:
+    partition_id: uuid.UUID
+    first_offset: int  # of the segment
+    skip: int
+    offsets: tuple[int, ...]  # newest first
+    created_at: dt.datetime
+
+
+async def _walk(conn: asyncpg.Connection, q: MessageQuery,
+                partition_ids: list[uuid.UUID] | None,
+                known: _Partitions) -> list[_Slice]:
+    """The page's messages, as runs of one segment each, newest first."""
+    to_skip, wanted = q.offset, q.limit
+    chunk = min(max(FIRST_CHUNK, q.offset + q.limit), LAST_CHUNK)
+    before = (_NEVER, _HIGHEST_UUID, _HIGHEST_OFFSET)
+    single = partition_ids[0] if partition_ids is not None and len(partition_ids) == 1 else None
+    page: list[_Slice] = []
+    while wanted > 0:
+        if single is not None:
+            headers = await Q.message_headers_partition.fetch(
+                conn, partition_id=single, range_from=q.start, range_to=q.end,
+                before_offset=before[2], chunk=chunk)
+        else:
+            headers = await Q.message_headers.fetch(
+                conn, range_from=q.start, range_to=q.end, partition_ids=partition_ids,
+                before_at=before[0], before_partition=before[1], before_offset=before[2],
+                chunk=chunk)
+        if not headers:
+            break
+        if q.status is not None:
+            await _load(conn, known, headers, need_dead=True)
+        for h in headers:
+            pid, first, count = h["partition_id"], h["first_offset"], h["message_count"]
+            offsets = range(first + count - 1, first - 1, -1)
+            if q.status is not None:
+                matching = [o for o in offsets if known.status(pid, o) == q.status]
+            else:
+                matching = list(offsets)
+            if to_skip >= len(matching):
+                to_skip -= len(matching)
+                continue
+            chosen = matching[to_skip:to_skip + wanted]
+            to_skip = 0
+            wanted -= len(chosen)
+            page.append(_Slice(pid, first, min(chosen) - first, tuple(chosen), h["created_at"]))
+            if wanted == 0:
+                break
+        last = headers[-1]
+        before = (last["created_at"], last["partition_id"], last["first_offset"])
+        if len(headers) < chunk:
+            break
+        chunk = min(chunk * 4, LAST_CHUNK)
+    return page
+
+
+def _entry(info: Mapping[str, Any], known: _Partitions, pid: uuid.UUID, offset: int,
+           fields: tuple[str, str, str | None, str | None, bool, bytes],
+           created_at: dt.datetime) -> dict[str, Any]:
+    message_id, txid, trace, sub, _encrypted, _payload = fields
+    groups = known.groups.get(pid) or []
+    queue_mode = next((g for g in groups if g.group == wire.QUEUE_MODE), None)
+    named = [g for g in groups if g.group != wire.QUEUE_MODE]
+    reference = known.reference(pid)
+    status = known.status(pid, offset)
+    return {
+        "id": message_id, "transactionId": txid, "partitionId": str(pid),
+        "queuePath": f"{info['queue_name']}/{info['name']}", "queue": info["queue_name"],
+        "partition": info["name"], "namespace": info["namespace"] or None,
+        "task": info["task"] or None, "status": status,
+        "queueStatus": None if queue_mode is None else (
+            "dead_letter" if status == "dead_letter" else _status_for(queue_mode, offset)),
+        "busStatus": {"consumedBy": sum(1 for g in named if g.cursor > offset),
+                      "totalGroups": len(named)},
+        "traceId": trace, "producerSub": sub, "queuePriority": info["priority"],
+        "createdAt": wire.format_millis(created_at),
+        "leaseExpiresAt": stamp(reference.lease_expires_at) if status == "processing"
+        and reference is not None else None,
+    }
+
+
+async def _mode(conn: asyncpg.Connection, queue_ids: list[uuid.UUID] | None) -> dict[str, Any]:
+    row = await Q.message_mode.fetchrow(conn, queue_ids=queue_ids)
+    bus = int(row["bus_groups"])
+    kind = ("hybrid" if row["has_queue_mode"] and bus else "queue" if row["has_queue_mode"]
+            else "bus" if bus else "none")
+    return {"hasQueueMode": row["has_queue_mode"], "busGroupsCount": bus, "type": kind}
+
+
+async def list_messages(db: Database, q: MessageQuery) -> dict[str, Any]:
+    async def run(conn: asyncpg.Connection) -> dict[str, Any]:
+        partition_ids: list[uuid.UUID] | None = None
+        if q.filtered:
+            partition_ids = [r["id"] for r in await Q.message_partitions.fetch(
+                conn, queue=q.queue, partition=q.partition, namespace=q.namespace, task=q.task)]
+        known = _Partitions()
+        if partition_ids == []:
+            entries: list[tuple[uuid.UUID, int, Any, dt.datetime]] = []
+        elif q.status == "dead_letter":
+            entries = await _dead_page(conn, q, partition_ids)
+        else:
+            entries = await _frames_page(conn, q, partition_ids, known)
+        pids = sorted({pid for pid, *_ in entries})
+        infos = {r["id"]: r for r in await Q.message_partition_info.fetch(conn,
+                                                                          partition_ids=pids)}
+        await _load(conn, known, [{"partition_id": pid, "first_offset": off,
+                                   "message_count": 1} for pid, off, *_ in entries],
+                    need_dead=any(infos[p]["has_dead"] for p in pids))
+        queue_ids = None if not q.filtered else sorted({i["queue_id"] for i in infos.values()})
+        messages = [_entry(infos[pid], known, pid, offset, fields, created)
+                    for pid, offset, fields, created in entries]
+        return {"messages": messages, "mode": await _mode(conn, queue_ids),
+                "pagination": {"limit": q.limit, "offset": q.offset}}
+
+    return await db.call(run)
+
+
+async def _frames_page(conn: asyncpg.Connection, q: MessageQuery,
+                       partition_ids: list[uuid.UUID] | None,
+                       known: _Partitions) -> list[tuple[uuid.UUID, int, Any, dt.datetime]]:
+    page = await _walk(conn, q, partition_ids, known)
+    if not page:
+        return []
+    spans = [(s, max(s.offsets) - min(s.offsets) + 1) for s in page]
+    rows = await Q.message_frames.fetch(
+        conn, partition_ids=[s.partition_id for s, _ in spans],
+        first_offsets=[s.first_offset for s, _ in spans], skips=[s.skip for s, _ in spans],
+        takes=[n for _, n in spans])
+    frames = {row["ord"]: row["frames"] for row in rows}
+    entries = []
+    for ord_, (s, n) in enumerate(spans, start=1):
+        if ord_ not in frames:
+            continue  # retention removed the segment since the walk
+        fields = list(framing.fields_slice(frames[ord_], 0, n))
+        base = s.first_offset + s.skip
+        for offset in s.offsets:
+            entries.append((s.partition_id, offset, fields[offset - base], s.created_at))
+    return entries
+
+
+async def _dead_page(conn: asyncpg.Connection, q: MessageQuery,
+                     partition_ids: list[uuid.UUID] | None
+                     ) -> list[tuple[uuid.UUID, int, Any, dt.datetime]]:
+    rows = await Q.message_dead_page.fetch(
+        conn, range_from=q.start, range_to=q.end, partition_ids=partition_ids,
+        limit=q.limit, offset=q.offset)
+    return [(r["partition_id"], r["message_offset"], next(framing.fields_slice(r["frame"], 0, 1)),
+             r["message_created_at"]) for r in rows]
+
+
+async def get_message(db: Database, cipher: PayloadCipher, partition: str,
+                      transaction: str) -> dict[str, Any]:
+    """GET /api/v1/messages/:partitionId/:transactionId: the message, decrypted, and where
+    every group stands with it."""
+    pid = wire.parse_uuid(partition, "partitionId")
+    txid = wire.name(transaction, "transactionId")
+
+    async def run(conn: asyncpg.Connection) -> tuple[Any, list[Any], list[Any]]:
+        row = await Q.message_lookup.fetchrow(conn, partition_id=pid, transaction_id=txid)
+        if row is None:
+            return None, [], []
+        return (row, await Q.message_states.fetch(conn, partition_ids=[pid]),
+                await Q.message_dead_letters.fetch(conn, partition_id=pid,
+                                                   message_offset=row["message_offset"]))
+
+    row, states, dead = await db.call(run)
+    frame_bytes = row["frame"] if row is not None else None
+    if frame_bytes is None and dead:
+        frame_bytes = dead[0]["frame"]  # retention removed the segment; the DLQ kept a copy
+    if row is None or frame_bytes is None:
+        raise NotFound("Message not found")
+    frame = framing.frame_at(frame_bytes, 0)
+    offset = row["message_offset"]
+    known = _Partitions()
+    known.groups[pid] = [_Position(s["consumer_group"], s["cursor_offset"], s["leased_until"],
+                                   s["lease_expires_at"], s["retry_count"]) for s in states]
+    if dead:
+        known.dead[pid] = {offset}
+    status = known.status(pid, offset)
+    reference = known.reference(pid)
+    dead_groups = {d["consumer_group"] for d in dead}
+    groups = []
+    for g in sorted(known.groups[pid], key=lambda g: g.group):
+        own = "dead_letter" if g.group in dead_groups else _status_for(g, offset)
+        groups.append({"name": g.group, "status": own,
+                       "consumed": own in ("completed", "dead_letter"),
+                       "leaseExpiresAt": stamp(g.lease_expires_at) if own == "processing"
+                       else None})
+    named = [g for g in known.groups[pid] if g.group != wire.QUEUE_MODE]
+    has_queue_mode = len(named) != len(known.groups[pid])
+    created = row["created_at"] or dead[0]["message_created_at"]
+    return {
+        "id": str(frame.message_id), "transactionId": frame.transaction_id,
+        "partitionId": str(pid), "queuePath": f"{row['queue_name']}/{row['partition_name']}",
+        "queue": row["queue_name"], "partition": row["partition_name"],
+        "namespace": row["namespace"] or None, "task": row["task"] or None,
+        "status": status,
+        "payload": msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
+                               else frame.payload),
+        "isEncrypted": frame.encrypted,
+        "traceId": None if frame.trace_id is None else str(frame.trace_id),
+        "producerSub": frame.producer_sub, "createdAt": wire.format_millis(created),
+        "errorMessage": dead[0]["error_message"] if dead else None,
+        "retryCount": (dead[0]["retry_count"] if dead else
+                       reference.retry_count if reference is not None
+                       and reference.cursor == offset else None),
+        "leaseExpiresAt": stamp(reference.lease_expires_at) if status == "processing"
+        and reference is not None else None,
+        "queueConfig": {"leaseTime": row["lease_time"], "retryLimit": row["retry_limit"],
+                        "retryDelay": row["retry_delay"], "ttl": row["ttl"],
+                        "priority": row["priority"]},
+        "mode": {"hasQueueMode": has_queue_mode, "busGroupsCount": len(named),
+                 "consumedByGroups": sum(1 for g in groups if g["consumed"]
+                                         and g["name"] != wire.QUEUE_MODE),
+                 "type": ("hybrid" if has_queue_mode and named else "queue" if has_queue_mode
+                          else "bus" if named else "none")},
+        "consumerGroups": groups,
+        "deadLetters": [{"consumerGroup": d["consumer_group"], "errorMessage": d["error_message"],
+                         "retryCount": d["retry_count"], "failedAt": stamp(d["failed_at"])}
+                        for d in dead],
+    }
+
+
+async def queue_messages(db: Database, name: str, query: Mapping[str, str]) -> list[Any]:
+    """GET /api/v1/status/queues/:queue/messages: the queue's messages, newest first."""
+    await queue_row(db, name)
+    body = await list_messages(db, parse_list({**query, "queue": name}, default_limit=50,
+                                              window=None))
+    return [{k: m[k] for k in ("id", "transactionId", "partitionId", "queuePath", "queue",
+                               "partition", "status", "createdAt")} for m in body["messages"]]

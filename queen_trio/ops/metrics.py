@@ -1,0 +1,415 @@
+"""Metrics: this process's figures as metric families, GET /metrics (JSON) and
+GET /metrics/prometheus.
+
+Every figure comes from the frozen `statistics()` records of the services, gathered by the
+broker into one `ProcessFigures`. The families of a process carry its `worker_id`; the stats
+sampler stores each process's latest families in queen.worker_figures, so whichever worker
+answers a scrape renders every live worker's series (its own from memory, the others' from
+PostgreSQL) plus the cluster's figures, which PostgreSQL answers for all. No family has a
+partition label: with thousands of partitions they would swamp Prometheus.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import resource
+import socket
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import attrs
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from .. import __version__, wire
+from ..consume.fusion import FusionStatistics
+from ..consume.wakeups import ListenerStatistics, WakeStatistics
+from ..push.lane import LaneStatistics
+from ..push.spool import SpoolStatistics
+from ..storage.database import Database, DatabaseStatistics
+from ..storage.sql import Q
+from .activity import ActivityStatistics, HistogramSnapshot
+from .maintenance import PeriodicStatistics
+
+# The contract's exposition type (text format 0.0.4).
+PROMETHEUS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+
+@attrs.frozen
+class WorkerIdentity:
+    """Which broker process this is: named in samples, /health, /metrics and status."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    started_at: dt.datetime
+
+    @classmethod
+    def of_this_process(cls, worker_id: str | None = None) -> WorkerIdentity:
+        hostname, pid = socket.gethostname(), os.getpid()
+        return cls(worker_id or f"{hostname}:{pid}", hostname, pid, wire.utc_now())
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"workerId": self.worker_id, "hostname": self.hostname, "pid": self.pid,
+                "startedAt": wire.format_millis(self.started_at)}
+
+
+@attrs.frozen
+class LoopLag:
+    """The Trio loop's lateness (seconds) since the last sample, measured by the sampler."""
+
+    average: float
+    maximum: float
+
+
+@attrs.frozen
+class ProcessFigures:
+    """One reading of everything this process knows about itself."""
+
+    identity: WorkerIdentity
+    taken_at: dt.datetime
+    uptime: float
+    cpu_user: float       # seconds since start
+    cpu_system: float
+    rss_bytes: int
+    loop_lag: LoopLag
+    activity: ActivityStatistics
+    database: DatabaseStatistics
+    pool_max: int
+    lane: LaneStatistics
+    spool: SpoolStatistics
+    claims: FusionStatistics
+    acks: FusionStatistics
+    wakeups: WakeStatistics
+    listener: ListenerStatistics
+    periodic: Sequence[PeriodicStatistics]
+    stats_samples: int
+    stats_failures: int
+
+    @property
+    def pool_active(self) -> int:
+        return self.database.pool_size - self.database.pool_idle
+
+    @property
+    def pool_waiting(self) -> int:
+        # Calls in flight beyond the connections in use are waiting for one.
+        return max(self.database.in_flight - self.pool_active, 0)
+
+    @property
+    def long_poll_waiters(self) -> int:
+        return sum(self.wakeups.waiting.values())
+
+
+def rss_bytes() -> int:
+    """Resident memory now (Linux /proc), else the peak the kernel reports."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
+def cpu_seconds() -> tuple[float, float]:
+    times = os.times()
+    return times.user, times.system
+
+
+# -- metric families --------------------------------------------------------------------------
+
+Labels = Mapping[str, str]
+
+
+@attrs.frozen
+class Family:
+    name: str
+    kind: str  # "gauge", "counter" or "histogram"
+    help: str
+    samples: tuple[tuple[Labels, float | HistogramSnapshot], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "help": self.help,
+                "samples": [[dict(labels), v.to_json() if isinstance(v, HistogramSnapshot)
+                             else v] for labels, v in self.samples]}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Family:
+        histogram = value["kind"] == "histogram"
+        return cls(value["name"], value["kind"], value["help"], tuple(
+            (labels, HistogramSnapshot.from_json(v) if histogram else float(v))
+            for labels, v in value["samples"]))
+
+
+class FamilyBook:
+    """Families being built: samples accumulate per name, in order of first use."""
+
+    def __init__(self, **common: str) -> None:
+        self._common = common
+        self._families: dict[str, tuple[str, str, list[tuple[Labels, Any]]]] = {}
+
+    def add(self, name: str, kind: str, help: str, value: float | HistogramSnapshot, /,
+            **labels: str) -> None:
+        entry = self._families.setdefault(name, (kind, help, []))
+        entry[2].append(({**self._common, **labels}, value))
+
+    def gauge(self, name: str, help: str, value: float, /, **labels: str) -> None:
+        self.add(name, "gauge", help, float(value), **labels)
+
+    def counter(self, name: str, help: str, value: float, /, **labels: str) -> None:
+        self.add(name, "counter", help, float(value), **labels)
+
+    def families(self) -> list[Family]:
+        return [Family(name, kind, help, tuple(samples))
+                for name, (kind, help, samples) in self._families.items()]
+
+
+def worker_families(f: ProcessFigures) -> list[Family]:
+    """This process's families, each sample labelled with its worker_id."""
+    ident = f.identity
+    book = FamilyBook(worker_id=ident.worker_id)
+    g, c = book.gauge, book.counter
+    a = f.activity
+    g("queen_worker_info", "The broker process behind a worker_id (always 1).", 1,
+      hostname=ident.hostname, pid=str(ident.pid), version=__version__)
+    g("queen_uptime_seconds", "Seconds since the broker process started.", f.uptime)
+    c("queen_process_cpu_seconds_total", "CPU time used by the process.", f.cpu_user,
+      mode="user")
+    c("queen_process_cpu_seconds_total", "CPU time used by the process.", f.cpu_system,
+      mode="system")
+    g("queen_process_resident_memory_bytes", "Resident memory of the process.", f.rss_bytes)
+    g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
+      "sample.", f.loop_lag.maximum, stat="max")
+    g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
+      "sample.", f.loop_lag.average, stat="avg")
+
+    db = f.database
+    g("queen_db_pool_max", "Connections the pool may open (DB_POOL_SIZE).", f.pool_max)
+    g("queen_db_pool_size", "Connections the pool holds open.", db.pool_size)
+    g("queen_db_pool_idle", "Open connections not in use.", db.pool_idle)
+    g("queen_db_pool_active", "Connections in use.", f.pool_active)
+    g("queen_db_pool_waiting", "Database calls waiting for a connection.", f.pool_waiting)
+    c("queen_db_calls_total", "Database calls, each one trio-asyncio crossing.", db.calls)
+    c("queen_db_call_failures_total", "Database calls that raised.", db.failures)
+    c("queen_db_call_seconds_total", "Time spent in database calls, crossing included.",
+      db.seconds_in_calls)
+    g("queen_db_calls_in_flight", "Database calls running now.", db.in_flight)
+
+    for (method, route, status), n in sorted(a.responses.items()):
+        c("queen_http_requests_total", "HTTP answers by route and status.", n,
+          method=method, route=route, status=str(status))
+    for (method, route), hist in sorted(a.latency.items()):
+        book.add("queen_http_request_duration_seconds", "histogram",
+                 "HTTP request latency by route.", hist, method=method, route=route)
+    c("queen_push_requests_total", "POST /api/v1/push requests.", a.push_requests)
+    for outcome in ("queued", "duplicate", "buffered", "failed"):
+        c("queen_push_items_total", "Push items by their status.",
+          a.push_items.get(outcome, 0), status=outcome)
+    c("queen_messages_pushed_total", "Messages stored by pushes and transactions.",
+      a.push_messages)
+    c("queen_pop_requests_total", "Pop requests answered.", a.pop_requests)
+    c("queen_pop_empty_total", "Pop requests that delivered nothing.", a.pop_empty)
+    c("queen_pop_messages_total", "Messages delivered by pops.", a.pop_messages)
+    c("queen_ack_requests_total", "Ack requests.", a.ack_requests)
+    c("queen_ack_messages_total", "Acks that settled their message (completed or "
+      "dead-lettered).", a.ack_messages)
+    c("queen_nacks_total", "Failed and retry acks applied: the delivery comes back.", a.nacked)
+    c("queen_ack_failed_total", "Acks refused.", a.ack_failed)
+    c("queen_dead_lettered_total", "Acks that dead-lettered their message.", a.dead_lettered)
+    c("queen_transactions_total", "POST /api/v1/transaction requests.", a.transactions)
+
+    lane = f.lane
+    book.add("queen_lane_segment_messages", "histogram", "Messages per committed segment.",
+             a.segment_sizes)
+    book.add("queen_lane_bundle_segments", "histogram", "Segments per push_bundle call.",
+             a.bundle_sizes)
+    g("queen_lane_active_flushers", "Partitions with a flush task.", lane.active_flushers)
+    c("queen_lane_segments_total", "Segments committed by the lane.", lane.segments)
+    c("queen_lane_bundles_total", "push_bundle calls.", lane.bundles)
+    c("queen_lane_fused_groups_total", "Push groups fused into a segment with others.",
+      lane.fused_groups)
+    c("queen_lane_bundle_splits_total", "Bundles that failed and were retried one by one.",
+      lane.bundle_splits)
+    c("queen_lane_failed_segments_total", "Segments that failed.", lane.failed_segments)
+    for name, fusion in (("claim", f.claims), ("ack", f.acks)):
+        c("queen_fusion_calls_total", "Fused database calls.", fusion.calls, lane=name)
+        c("queen_fusion_requests_total", "Requests submitted to a fusion lane.",
+          fusion.requests, lane=name)
+        c("queen_fusion_splits_total", "Fused calls split after a failure.", fusion.splits,
+          lane=name)
+        g("queen_fusion_waiting", "Requests waiting for the next fused call.", fusion.waiting,
+          lane=name)
+
+    spool = f.spool
+    g("queen_spool_pending", "Spooled push records not replayed yet.", spool.pending)
+    g("queen_spool_failed", "Spool records moved to failed/.", spool.failed)
+    g("queen_spool_files", "Spool files not replayed yet.", spool.files)
+    c("queen_spool_replayed_total", "Spool records that landed through replay.",
+      spool.replayed)
+
+    g("queen_long_polls_parked", "Long polls parked right now.", f.long_poll_waiters)
+    for queue, n in sorted(f.wakeups.waiting.items()):
+        g("queen_long_poll_waiters", "Long polls parked right now, by queue.", n, queue=queue)
+    c("queen_wakeups_total", "Long-poll wake-ups delivered.", f.wakeups.notifications)
+    g("queen_listener_connected", "1 while the LISTEN connection is up.",
+      int(f.listener.connected))
+    c("queen_listener_notifications_total", "NOTIFY messages from other brokers.",
+      f.listener.notifications)
+    c("queen_listener_reconnects_total", "LISTEN reconnections.", f.listener.reconnects)
+
+    for p in f.periodic:
+        c("queen_maintenance_passes_total", "Maintenance passes run here.", p.passes,
+          service=p.name)
+        c("queen_maintenance_skipped_total", "Turns another broker held the lock.", p.skipped,
+          service=p.name)
+        c("queen_maintenance_failures_total", "Maintenance passes that failed.", p.failures,
+          service=p.name)
+        for kind, n in sorted(p.totals.items()):
+            c("queen_maintenance_changes_total", "What maintenance changed, by kind.", n,
+              service=p.name, kind=kind)
+    c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
+    c("queen_stats_sample_failures_total", "Samples that could not be written.",
+      f.stats_failures)
+    return book.families()
+
+
+async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[Family],
+                                                                           list[Any]]:
+    """The cluster's figures from PostgreSQL, and the other workers' latest families rows."""
+
+    async def run(conn: asyncpg.Connection) -> tuple[Any, ...]:
+        return (await Q.metrics_queues.fetch(conn),
+                await Q.metrics_queue_rates.fetch(conn),
+                await Q.groups_list.fetch(conn),
+                await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds))
+
+    queues, rates, groups, workers = await db.call(run)
+    book = FamilyBook()
+    g = book.gauge
+    totals = {k: sum(int(r[k]) for r in queues)
+              for k in ("partitions", "total", "unconsumed", "processing", "dead_letters")}
+    g("queen_cluster_queues", "Queues.", len(queues), scope="cluster")
+    g("queen_cluster_partitions", "Partitions.", totals["partitions"], scope="cluster")
+    g("queen_cluster_messages", "Messages held.", totals["total"], scope="cluster")
+    g("queen_cluster_pending_messages", "Messages not consumed by the slowest group.",
+      totals["unconsumed"], scope="cluster")
+    g("queen_cluster_processing_messages", "Messages under a live lease.",
+      totals["processing"], scope="cluster")
+    g("queen_dlq_depth", "Dead letters.", totals["dead_letters"], scope="cluster")
+    for r in queues:
+        queue = r["name"]
+        g("queen_queue_partitions", "Partitions of the queue.", r["partitions"], queue=queue)
+        g("queen_queue_messages", "Messages the queue holds.", r["total"], queue=queue)
+        g("queen_queue_depth", "Messages not consumed by the queue's slowest group.",
+          r["unconsumed"], queue=queue)
+        g("queen_queue_processing", "Messages of the queue under a live lease.",
+          r["processing"], queue=queue)
+        g("queen_dlq_depth_by_queue", "Dead letters of the queue.", r["dead_letters"],
+          queue=queue)
+    for r in rates:
+        for column, name in (("pushed", "pushed"), ("popped", "popped"), ("acked", "acked")):
+            g(f"queen_queue_{name}_per_minute", f"Messages {name} in the last minute, every "
+              "worker.", r[column], queue=r["queue_name"])
+    for r in groups:
+        labels = {"queue": r["queue_name"], "consumer_group": r["consumer_group"]}
+        g("queen_consumer_group_lag_messages", "Messages the group has not consumed.",
+          r["total_lag"], **labels)
+        g("queen_consumer_group_lag_seconds", "Age of the group's oldest unconsumed message.",
+          r["max_time_lag"], **labels)
+        g("queen_consumer_group_partitions_lagging", "Partitions where the group has a "
+          "backlog.", r["partitions_with_lag"], **labels)
+    for r in workers:
+        labels = {"worker_id": r["worker_id"], "hostname": r["hostname"], "pid": str(r["pid"])}
+        g("queen_worker_last_sample_age_seconds", "Seconds since the worker's last sample.",
+          r["age"], **labels)
+    return book.families(), workers
+
+
+def merge(families: Iterable[Family]) -> list[Family]:
+    """One family per name (Prometheus wants each name once), samples in order."""
+    merged: dict[str, Family] = {}
+    for family in families:
+        seen = merged.get(family.name)
+        merged[family.name] = family if seen is None else attrs.evolve(
+            seen, samples=seen.samples + family.samples)
+    return list(merged.values())
+
+
+class _Collector:
+    def __init__(self, families: Sequence[Family]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._families:
+            names = sorted({k for labels, _ in family.samples for k in labels})
+
+            def values(labels: Labels, names: list[str] = names) -> list[str]:
+                return [labels.get(k, "") for k in names]
+
+            if family.kind == "histogram":
+                histogram = HistogramMetricFamily(family.name, family.help, labels=names)
+                for labels, value in family.samples:
+                    assert isinstance(value, HistogramSnapshot)
+                    histogram.add_metric(values(labels), _cumulative(value), value.total)
+                yield histogram
+                continue
+            metric = (CounterMetricFamily if family.kind == "counter" else GaugeMetricFamily)(
+                family.name, family.help, labels=names)
+            for labels, value in family.samples:
+                assert isinstance(value, float)
+                metric.add_metric(values(labels), value)
+            yield metric
+
+
+def _cumulative(h: HistogramSnapshot) -> list[tuple[str, float]]:
+    running, out = 0, []
+    for bound, n in zip((*h.buckets, float("inf")), h.counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(float(bound)), float(running)))
+    return out
+
+
+def render_prometheus(families: Sequence[Family]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(merge(families)))  # type: ignore[arg-type]
+    return generate_latest(registry)
+
+
+def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: float,
+                 stats_age: int) -> dict[str, Any]:
+    """GET /metrics: the reference's keys with real values, and every service's figures."""
+    a = f.activity
+    return {
+        **f.identity.to_wire(),
+        "uptime": round(f.uptime, 3),
+        "requests": {"total": a.http_requests, "rate": round(requests_rate, 3)},
+        "messages": {"total": a.push_messages, "rate": round(messages_rate, 3),
+                     "popped": a.pop_messages, "acked": a.ack_messages},
+        "database": {"poolSize": f.database.pool_size, "idleConnections": f.database.pool_idle,
+                     "waitingRequests": f.pool_waiting, "activeConnections": f.pool_active,
+                     "maxConnections": f.pool_max, "calls": f.database.calls,
+                     "failures": f.database.failures,
+                     "secondsInCalls": round(f.database.seconds_in_calls, 3)},
+        "memory": {"rss": f.rss_bytes},
+        "cpu": {"user": round(f.cpu_user, 3), "system": round(f.cpu_system, 3)},
+        "eventLoopLag": {"avgMs": round(f.loop_lag.average * 1000, 3),
+                         "maxMs": round(f.loop_lag.maximum * 1000, 3)},
+        "lane": attrs.asdict(f.lane),
+        "spool": attrs.asdict(f.spool),
+        "fusion": {"claims": attrs.asdict(f.claims), "acks": attrs.asdict(f.acks)},
+        "longPolls": {"waiting": f.long_poll_waiters, "byQueue": dict(f.wakeups.waiting),
+                      "wakeups": f.wakeups.notifications,
+                      "listenerConnected": f.listener.connected},
+        "maintenance": [{"name": p.name, "passes": p.passes, "skipped": p.skipped,
+                         "failures": p.failures, "lastError": p.last_error,
+                         "totals": dict(p.totals)} for p in f.periodic],
+        "statsAge": stats_age,
+    }
+

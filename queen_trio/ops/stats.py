@@ -1,0 +1,245 @@
+"""The stats sampler: every STATS_INTERVAL_MS this process writes its own figures into
+PostgreSQL (queen.worker_samples, queen.queue_samples, queen.worker_figures), and measures how
+late the Trio loop runs its timers.
+
+The status and analytics routes draw their time series from these samples, so a fresh broker
+shows real curves within a minute; a reply built from them carries `statsAge`, the seconds
+since this process's last sample. `POST /api/v1/stats/refresh` samples at once.
+
+`StatsMaintenance` runs on one broker at a time (an advisory lock, like the other maintenance):
+once a minute it snapshots every queue's figures (queen.queue_snapshots) and prunes samples
+older than METRICS_RETENTION_DAYS.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import asyncpg
+import attrs
+import msgspec
+import trio
+
+from .. import wire
+from ..storage.database import Database
+from ..storage.sql import Q
+from .activity import QueueActivity
+from .maintenance import PeriodicService, run_exclusive
+from .metrics import LoopLag, ProcessFigures, WorkerIdentity, worker_families
+
+log = logging.getLogger("queen_trio.stats")
+
+STATS_LOCK_KEY = 0x51_75_65_65_6E_03
+# The Trio loop's lateness is measured with a timer of this period.
+PROBE_SECONDS = 0.1
+_NO_QUEUE = QueueActivity(0, 0, 0, 0, 0, 0, 0, 0)
+
+
+@attrs.frozen
+class SamplerStatistics:
+    samples: int
+    failures: int
+    last_error: str | None
+    last_sample_at: dt.datetime | None
+    interval_seconds: float
+
+
+class StatsSampler:
+    def __init__(self, db: Database, identity: WorkerIdentity, *, interval: float,
+                 source: Callable[[], ProcessFigures] | None = None) -> None:
+        self._db = db
+        self.identity = identity
+        self._interval = interval
+        # Set by the composition root: every service's statistics, gathered.
+        self.source = source
+        self._previous: ProcessFigures | None = None
+        self._lock = trio.Lock()
+        self._samples = self._failures = self._streak = 0
+        self._last_error: str | None = None
+        self._last_at: dt.datetime | None = None
+        self._lag_sum = self._lag_max = 0.0
+        self._lag_count = 0
+
+    def statistics(self) -> SamplerStatistics:
+        return SamplerStatistics(samples=self._samples, failures=self._failures,
+                                 last_error=self._last_error, last_sample_at=self._last_at,
+                                 interval_seconds=self._interval)
+
+    def loop_lag(self) -> LoopLag:
+        """Since the last sample."""
+        average = self._lag_sum / self._lag_count if self._lag_count else 0.0
+        return LoopLag(average, self._lag_max)
+
+    def rates(self, now: ProcessFigures) -> tuple[float, float]:
+        """HTTP requests and stored messages per second since the last sample."""
+        before = self._previous
+        span = max(now.uptime - (before.uptime if before is not None else 0.0), 1e-3)
+        requests = now.activity.http_requests - (
+            before.activity.http_requests if before is not None else 0)
+        messages = now.activity.push_messages - (
+            before.activity.push_messages if before is not None else 0)
+        return requests / span, messages / span
+
+    @property
+    def fresh_seconds(self) -> float:
+        """A worker whose latest sample is older than this has stopped sampling."""
+        return 3 * self._interval + 5
+
+    def stats_age(self) -> int:
+        """Whole seconds since this process's last sample; -1 before the first."""
+        if self._last_at is None:
+            return -1
+        return max(int((wire.utc_now() - self._last_at).total_seconds()), 0)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._probe)
+            task_status.started()
+            while True:
+                try:
+                    await self.sample_now()
+                except Exception as exc:  # the broker keeps serving; the next turn retries
+                    if self._streak == 1:  # once per run of failures, not every interval
+                        log.warning("stats sample failed", extra={"error": str(exc)})
+                await trio.sleep(self._interval)
+
+    async def _probe(self) -> None:
+        while True:
+            started = trio.current_time()
+            await trio.sleep(PROBE_SECONDS)
+            late = max(trio.current_time() - started - PROBE_SECONDS, 0.0)
+            self._lag_sum += late
+            self._lag_count += 1
+            self._lag_max = max(self._lag_max, late)
+
+    async def sample_now(self) -> dt.datetime:
+        """Write one sample of what happened since the last one; its time."""
+        assert self.source is not None, "the broker sets the sampler's source"
+        async with self._lock:
+            figures = self.source()
+            try:
+                await self._db.in_transaction(lambda conn: self._write(conn, figures))
+            except Exception as exc:
+                self._failures += 1
+                self._streak += 1
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                raise
+            # Only a written sample moves the baseline: a failed one is covered by the next.
+            self._previous = figures
+            self._samples += 1
+            self._streak = 0
+            self._last_at = figures.taken_at
+            self._lag_sum = self._lag_max = 0.0
+            self._lag_count = 0
+            return figures.taken_at
+
+    async def _write(self, conn: asyncpg.Connection, now: ProcessFigures) -> None:
+        before = self._previous
+        ident = self.identity
+        span = (now.uptime - before.uptime) if before is not None else now.uptime
+        span = max(span, 1e-3)
+        a, b = now.activity, before.activity if before is not None else None
+
+        def delta(field: str) -> int:
+            return int(getattr(a, field) - (getattr(b, field) if b is not None else 0))
+
+        db_before = before.database if before is not None else None
+        cpu_user = now.cpu_user - (before.cpu_user if before is not None else 0.0)
+        cpu_sys = now.cpu_system - (before.cpu_system if before is not None else 0.0)
+        common = {"worker_id": ident.worker_id, "sampled_at": now.taken_at,
+                  "hostname": ident.hostname, "pid": ident.pid,
+                  "interval_ms": int(span * 1000)}
+        await Q.stats_insert_worker_sample.execute(
+            conn, **common, started_at=ident.started_at,
+            **{field: delta(field) for field in (
+                "http_requests", "http_errors", "push_requests", "push_messages",
+                "pop_requests", "pop_empty", "pop_messages", "ack_requests", "ack_messages",
+                "nacked", "ack_failed", "dead_lettered", "transactions")},
+            db_calls=now.database.calls - (db_before.calls if db_before else 0),
+            db_errors=now.database.failures - (db_before.failures if db_before else 0),
+            loop_lag_avg_ms=now.loop_lag.average * 1000,
+            loop_lag_max_ms=now.loop_lag.maximum * 1000,
+            cpu_user_pct=100 * cpu_user / span, cpu_sys_pct=100 * cpu_sys / span,
+            rss_bytes=now.rss_bytes, pool_max=now.pool_max, pool_size=now.database.pool_size,
+            pool_idle=now.database.pool_idle, pool_active=now.pool_active,
+            pool_waiting=now.pool_waiting, spool_pending=now.spool.pending,
+            spool_failed=now.spool.failed, long_poll_waiters=now.long_poll_waiters,
+            queued_work=now.claims.waiting + now.acks.waiting,
+            maintenance=msgspec.json.encode(_maintenance_delta(now, before)).decode())
+        rows = _queue_rows(now, before)
+        if rows:
+            await Q.stats_insert_queue_samples.execute(
+                conn, sampled_at=now.taken_at, worker_id=ident.worker_id,
+                hostname=ident.hostname, pid=ident.pid, interval_ms=int(span * 1000),
+                queue_names=[r[0] for r in rows],
+                **{column: [r[i + 1] for r in rows] for i, column in enumerate(
+                    ("pushed", "pop_requests", "pop_empty", "popped", "acked", "nacked",
+                     "ack_failed", "dead_lettered", "waiters"))})
+        families = [f.to_json() for f in worker_families(now)]
+        await Q.stats_upsert_worker_figures.execute(
+            conn, worker_id=ident.worker_id, hostname=ident.hostname, pid=ident.pid,
+            started_at=ident.started_at, sampled_at=now.taken_at,
+            families=msgspec.json.encode(families).decode())
+
+
+def _maintenance_delta(now: ProcessFigures, before: ProcessFigures | None) -> dict[str, int]:
+    earlier: dict[str, int] = {}
+    if before is not None:
+        for p in before.periodic:
+            for kind, n in p.totals.items():
+                earlier[kind] = earlier.get(kind, 0) + n
+    out: dict[str, int] = {}
+    for p in now.periodic:
+        for kind, n in p.totals.items():
+            out[kind] = out.get(kind, 0) + n
+    return {kind: n - earlier.get(kind, 0) for kind, n in out.items() if n - earlier.get(kind, 0)}
+
+
+def _queue_rows(now: ProcessFigures, before: ProcessFigures | None) -> list[tuple[Any, ...]]:
+    """(queue, deltas..., waiters) for every queue with traffic or waiters."""
+    earlier: Mapping[str, QueueActivity] = before.activity.queues if before is not None else {}
+    rows = []
+    for queue in sorted(set(now.activity.queues) | set(now.wakeups.waiting)):
+        a = now.activity.queues.get(queue, _NO_QUEUE)
+        b = earlier.get(queue, _NO_QUEUE)
+        deltas = (a.pushed - b.pushed, a.pop_requests - b.pop_requests,
+                  a.pop_empty - b.pop_empty, a.popped - b.popped, a.acked - b.acked,
+                  a.nacked - b.nacked, a.ack_failed - b.ack_failed,
+                  a.dead_lettered - b.dead_lettered)
+        waiters = now.wakeups.waiting.get(queue, 0)
+        if any(deltas) or waiters:
+            rows.append((queue, *deltas, waiters))
+    return rows
+
+
+async def stats_pass(db: Database, *, retention_days: int,
+                     now: dt.datetime | None = None) -> dict[str, int] | None:
+    """Snapshot every queue's figures and prune old samples; None when another broker runs it."""
+
+    async def work(conn: asyncpg.Connection) -> dict[str, int]:
+        snapshot = await Q.stats_snapshot_queues.execute(conn)
+        pruned = await Q.stats_prune.fetchval(conn, days=retention_days, now=now)
+        return {"snapshots": int(snapshot.split()[-1]), "pruned": int(pruned)}
+
+    return await run_exclusive(db, STATS_LOCK_KEY, work)
+
+
+class StatsMaintenance(PeriodicService):
+    """The cluster's per-queue snapshot and sample pruning, every minute, on one broker."""
+
+    name = "stats maintenance"
+
+    def __init__(self, db: Database, *, retention_days: int, interval: float = 60.0) -> None:
+        super().__init__(interval)
+        self._db = db
+        self._retention_days = retention_days
+
+    async def pass_once(self) -> Mapping[str, int] | None:
+        return await stats_pass(self._db, retention_days=self._retention_days)
+
+    async def snapshot_now(self) -> bool:
+        """One pass now (POST /stats/refresh); False when another broker held the lock."""
+        return await self.run_pass() is not None
