@@ -151,6 +151,13 @@ async def _load(conn: asyncpg.Connection, known: _Partitions,
         known.dead.setdefault(r["partition_id"], set()).add(r["message_offset"])
 
 
+def _readable(fields: framing.Fields | framing.Undecodable) -> framing.Fields:
+    """A listing shows what it can of a frame that does not parse: its id."""
+    if isinstance(fields, framing.Undecodable):
+        return (fields.message_id, fields.transaction_id or "", None, None, False, b"")
+    return fields
+
+
 @attrs.frozen
 class _Slice:
     partition_id: uuid.UUID
@@ -279,12 +286,13 @@ async def _frames_page(conn: asyncpg.Connection, q: MessageQuery,
         conn, partition_ids=[s.partition_id for s, _ in spans],
         first_offsets=[s.first_offset for s, _ in spans], skips=[s.skip for s, _ in spans],
         takes=[n for _, n in spans])
-    frames = {row["ord"]: row["frames"] for row in rows}
+    found = {row["ord"]: row for row in rows}
     entries = []
-    for ord_, (s, n) in enumerate(spans, start=1):
-        if ord_ not in frames:
+    for ord_, (s, _n) in enumerate(spans, start=1):
+        row = found.get(ord_)
+        if row is None:
             continue  # retention removed the segment since the walk
-        fields = list(framing.fields_slice(frames[ord_], 0, n))
+        fields = [_readable(f) for f in framing.fields_between(row["frames"], row["frame_ends"])]
         base = s.first_offset + s.skip
         for offset in s.offsets:
             entries.append((s.partition_id, offset, fields[offset - base], s.created_at))
@@ -297,8 +305,8 @@ async def _dead_page(conn: asyncpg.Connection, q: MessageQuery,
     rows = await Q.message_dead_page.fetch(
         conn, range_from=q.start, range_to=q.end, partition_ids=partition_ids,
         limit=q.limit, offset=q.offset)
-    return [(r["partition_id"], r["message_offset"], next(framing.fields_slice(r["frame"], 0, 1)),
-             r["message_created_at"]) for r in rows]
+    return [(r["partition_id"], r["message_offset"], _readable(next(framing.fields_between(
+        r["frame"], [len(r["frame"])]))), r["message_created_at"]) for r in rows]
 
 
 async def get_message(db: Database, cipher: PayloadCipher, partition: str,
@@ -322,7 +330,7 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
         frame_bytes = dead[0]["frame"]  # retention removed the segment; the DLQ kept a copy
     if row is None or frame_bytes is None:
         raise NotFound("Message not found")
-    frame = framing.frame_at(frame_bytes, 0)
+    frame = next(framing.unpack(frame_bytes))
     offset = row["message_offset"]
     known = _Partitions()
     known.groups[pid] = [_Position(s["consumer_group"], s["cursor_offset"], s["leased_until"],
