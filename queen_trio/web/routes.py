@@ -205,7 +205,6 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("DELETE", "/api/v1/resources/queues/:queue", remove_queue, access=ADMIN)
     router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
     router.add("GET", "/health", health, access=PUBLIC)
-    auth = auth or Authenticator(broker.settings.auth)
     add_ops_routes(router, broker, auth)
     for method, template, access in NOT_BUILT:
         router.add(method, template, _not_built(method, template), access=access)

@@ -88,10 +88,13 @@ async def test_every_route_has_a_curl_command_in_the_api_page_without_placeholde
 
 async def test_the_api_pages_curl_commands_run(http_url, tmp_path):
     """In page order (the push comes first, so the pops find a message): each one answers
-    JSON, or nothing for a 204, and none is a 500."""
+    JSON (Prometheus text for /metrics/prometheus), or nothing for a 204, and none is a
+    500."""
     for command in documented_curls():
         out = await bash(command.replace(DOCUMENTED_URL, http_url), tmp_path)
-        if out.strip():
+        if method_and_path(command)[1] == "/metrics/prometheus":
+            assert out.startswith("# HELP queen_"), command
+        elif out.strip():
             body = json.loads(out)
             assert not (isinstance(body, dict)
                         and str(body.get("error", "")).startswith("internal error")), command
