@@ -24,6 +24,7 @@ import msgspec
 import trio
 
 from .. import wire
+from ..logs import Throttle
 from ..storage.database import Database
 from ..storage.sql import Q
 from .activity import QueueActivity
@@ -58,7 +59,9 @@ class StatsSampler:
         self.source = source
         self._previous: ProcessFigures | None = None
         self._lock = trio.Lock()
-        self._samples = self._failures = self._streak = 0
+        self._samples = self._failures = 0
+        # A sample that keeps failing is logged once a minute, with its traceback.
+        self._throttle = Throttle()
         self._last_error: str | None = None
         self._last_at: dt.datetime | None = None
         self._lag_sum = self._lag_max = 0.0
@@ -103,8 +106,10 @@ class StatsSampler:
                 try:
                     await self.sample_now()
                 except Exception as exc:  # the broker keeps serving; the next turn retries
-                    if self._streak == 1:  # once per run of failures, not every interval
-                        log.warning("stats sample failed", extra={"error": str(exc)})
+                    held = self._throttle.admit()
+                    if held is not None:
+                        log.warning("stats sample failed", exc_info=True,
+                                    extra={"error": str(exc), "failures_held_back": held})
                 await trio.sleep(self._interval)
 
     async def _probe(self) -> None:
@@ -125,13 +130,11 @@ class StatsSampler:
                 await self._db.in_transaction(lambda conn: self._write(conn, figures))
             except Exception as exc:
                 self._failures += 1
-                self._streak += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
             # Only a written sample moves the baseline: a failed one is covered by the next.
             self._previous = figures
             self._samples += 1
-            self._streak = 0
             self._last_at = figures.taken_at
             self._lag_sum = self._lag_max = 0.0
             self._lag_count = 0
