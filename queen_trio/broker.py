@@ -138,7 +138,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
                     deadline_seconds=settings.call_deadline_seconds)
     publisher = Publisher(lane, queues, cipher, spool,
                           max_pending_bytes=settings.max_pending_bytes)
-    identity = WorkerIdentity.of_this_process(settings.worker_id)
+    identity = WorkerIdentity.of_this_process(settings.worker_id, settings.worker_index)
     broker = Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
         listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,

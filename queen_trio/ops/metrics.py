@@ -53,9 +53,15 @@ class WorkerIdentity:
     started_at: dt.datetime
 
     @classmethod
-    def of_this_process(cls, worker_id: str | None = None) -> WorkerIdentity:
+    def of_this_process(cls, worker_id: str | None = None,
+                        index: int | None = None) -> WorkerIdentity:
+        """`worker_id` names the broker (QUEEN_WORKER_ID; default hostname:pid); the workers
+        of one supervisor share the setting and add their number to it."""
         hostname, pid = socket.gethostname(), os.getpid()
-        return cls(worker_id or f"{hostname}:{pid}", hostname, pid, wire.utc_now())
+        name = worker_id or f"{hostname}:{pid}"
+        if worker_id and index is not None:
+            name = f"{worker_id}-{index}"
+        return cls(name, hostname, pid, wire.utc_now())
 
     def to_wire(self) -> dict[str, Any]:
         return {"workerId": self.worker_id, "hostname": self.hostname, "pid": self.pid,

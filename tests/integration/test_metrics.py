@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.db import db_execute
+from tests.support.processes import running_broker
 from tests.support.scenarios import GROUP, known_state
 
 
@@ -102,3 +104,20 @@ async def test_metrics_json(client, broker):
 async def test_health_names_the_worker(client, broker):
     body = (await client.get("/health")).json()
     assert body["status"] == "healthy" and body["worker_id"] == broker.identity.worker_id
+
+
+async def test_every_worker_process_is_rendered_whichever_answers(database_url):
+    async with running_broker({"DATABASE_URL": database_url}, workers=2) as server:
+        async with httpx.AsyncClient(timeout=30) as http:
+            named = set()
+            for url in server.worker_urls:
+                refreshed = (await http.post(url + "/api/v1/stats/refresh")).json()
+                health = (await http.get(url + "/health")).json()
+                assert health["worker_id"] == refreshed["workerId"]
+                named.add(refreshed["workerId"])
+            assert len(named) == 2
+            for url in [*server.worker_urls, server.url]:
+                text = (await http.get(url + "/metrics/prometheus")).text
+                families = {f.name: f for f in text_string_to_metric_families(text)}
+                uptime = families["queen_uptime_seconds"]
+                assert {s.labels["worker_id"] for s in uptime.samples} == named
