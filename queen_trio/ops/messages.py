@@ -1,4 +1,5 @@
-"""Messages: the list (newest first, every filter), one message with its payload.
+"""Messages: the list (newest first, every filter), one message with its payload, delete, and
+the retry of a dead letter.
 
 A message's status: `dead_letter` when any group dead-lettered it; otherwise where its
 partition's reference group stands (queue mode when the partition has it, else the slowest
@@ -8,6 +9,10 @@ group): `processing` under that group's live lease, `pending` at or after its cu
 The list walks segment headers newest first through an index (segments_time, or one
 partition's primary key): skipping `offset` messages costs index entries, not frames, and only
 the page's frames are read.
+
+A deleted message is hidden (queen.hidden_messages): its offset stays taken, every claim steps
+over it, every count and listing leaves it out. A retried dead letter is delivered again, first,
+by its group's next claim of the partition; an ack of it settles the dead letter.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import attrs
 import msgspec
 
 from .. import wire
-from ..errors import BadRequest, NotFound
+from ..consume.wakeups import WakeRegistry
+from ..errors import BadRequest, Conflict, NotFound
 from ..storage import frames as framing
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
@@ -96,11 +102,14 @@ class _Position:
 
 
 class _Partitions:
-    """Where every group stands on the partitions seen so far, and their dead letters."""
+    """Where every group stands on the partitions seen so far, their dead letters and their
+    deleted offsets (`any_hidden`: whether any partition has deleted messages at all)."""
 
-    def __init__(self) -> None:
+    def __init__(self, any_hidden: bool = False) -> None:
         self.groups: dict[uuid.UUID, list[_Position]] = {}
         self.dead: dict[uuid.UUID, set[int]] = {}
+        self.any_hidden = any_hidden
+        self.hidden: dict[uuid.UUID, set[int]] = {}
 
     def reference(self, pid: uuid.UUID) -> _Position | None:
         groups = self.groups.get(pid) or []
@@ -124,6 +133,28 @@ def _status_for(position: _Position | None, offset: int) -> str:
     return "completed"
 
 
+def _ranges(headers: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, tuple[int, int]]:
+    ranges: dict[uuid.UUID, tuple[int, int]] = {}
+    for h in headers:
+        low, high = ranges.get(h["partition_id"], (_HIGHEST_OFFSET, -1))
+        ranges[h["partition_id"]] = (min(low, h["first_offset"]),
+                                     max(high, h["first_offset"] + h["message_count"]))
+    return ranges
+
+
+async def _load_hidden(conn: asyncpg.Connection, known: _Partitions,
+                       headers: Sequence[Mapping[str, Any]]) -> None:
+    """The deleted offsets within the headers' offsets."""
+    if not known.any_hidden or not headers:
+        return
+    ranges = _ranges(headers)
+    pids = list(ranges)
+    for r in await Q.message_hidden.fetch(
+            conn, partition_ids=pids, lows=[ranges[p][0] for p in pids],
+            highs=[ranges[p][1] for p in pids]):
+        known.hidden.setdefault(r["partition_id"], set()).add(r["message_offset"])
+
+
 async def _load(conn: asyncpg.Connection, known: _Partitions,
                 headers: Sequence[Mapping[str, Any]], *, need_dead: bool) -> None:
     """The positions of the headers' partitions not seen yet; with `need_dead`, the dead
@@ -138,11 +169,7 @@ async def _load(conn: asyncpg.Connection, known: _Partitions,
                 r["lease_expires_at"], r["retry_count"]))
     if not need_dead:
         return
-    ranges: dict[uuid.UUID, tuple[int, int]] = {}
-    for h in headers:
-        low, high = ranges.get(h["partition_id"], (_HIGHEST_OFFSET, -1))
-        ranges[h["partition_id"]] = (min(low, h["first_offset"]),
-                                     max(high, h["first_offset"] + h["message_count"]))
+    ranges = _ranges(headers)
     pids = list(ranges)
     rows = await Q.message_dead_offsets.fetch(
         conn, partition_ids=pids, lows=[ranges[p][0] for p in pids],
@@ -188,15 +215,17 @@ async def _walk(conn: asyncpg.Connection, q: MessageQuery,
                 chunk=chunk)
         if not headers:
             break
+        await _load_hidden(conn, known, headers)
         if q.status is not None:
             await _load(conn, known, headers, need_dead=True)
         for h in headers:
             pid, first, count = h["partition_id"], h["first_offset"], h["message_count"]
-            offsets = range(first + count - 1, first - 1, -1)
+            hidden = known.hidden.get(pid, ())
+            offsets = [o for o in range(first + count - 1, first - 1, -1) if o not in hidden]
             if q.status is not None:
                 matching = [o for o in offsets if known.status(pid, o) == q.status]
             else:
-                matching = list(offsets)
+                matching = offsets
             if to_skip >= len(matching):
                 to_skip -= len(matching)
                 continue
@@ -253,7 +282,7 @@ async def list_messages(db: Database, q: MessageQuery) -> dict[str, Any]:
         if q.filtered:
             partition_ids = [r["id"] for r in await Q.message_partitions.fetch(
                 conn, queue=q.queue, partition=q.partition, namespace=q.namespace, task=q.task)]
-        known = _Partitions()
+        known = _Partitions(any_hidden=await Q.message_any_hidden.fetchval(conn))
         if partition_ids == []:
             entries: list[tuple[uuid.UUID, int, Any, dt.datetime]] = []
         elif q.status == "dead_letter":
@@ -389,3 +418,65 @@ async def queue_messages(db: Database, name: str, query: Mapping[str, str]) -> l
                                               window=None))
     return [{k: m[k] for k in ("id", "transactionId", "partitionId", "queuePath", "queue",
                                "partition", "status", "createdAt")} for m in body["messages"]]
+
+
+async def delete_message(db: Database, wakeups: WakeRegistry, partition: str,
+                         transaction: str) -> dict[str, Any]:
+    """DELETE /api/v1/messages/:partitionId/:transactionId: hide the message from every group
+    and every count. 404 when there is no such message (or it was deleted already)."""
+    pid = wire.parse_uuid(partition, "partitionId")
+    txid = wire.name(transaction, "transactionId")
+    row = await db.fetchrow(Q.message_delete, partition_id=pid, transaction_id=txid)
+    if row is None:
+        raise NotFound("Message not found")
+    # A group stepped past it may have something to claim now.
+    wakeups.notify(row["queue_name"])
+    return {"success": True, "partitionId": str(pid), "transactionId": txid,
+            "message": "Message deleted successfully"}
+
+
+async def retry_message(db: Database, cipher: PayloadCipher, wakeups: WakeRegistry,
+                        partition: str, transaction: str,
+                        query: Mapping[str, str]) -> dict[str, Any]:
+    """POST /api/v1/messages/:partitionId/:transactionId/retry[?consumerGroup=G]: the dead
+    letter of G (default: every group whose DLQ holds it) is delivered again, first, by G's
+    next pop of the partition, under a lease; acking it removes it from the DLQ."""
+    pid = wire.parse_uuid(partition, "partitionId")
+    txid = wire.name(transaction, "transactionId")
+    copies = await db.fetch(Q.message_dead_copies, partition_id=pid, transaction_id=txid)
+    if not copies:
+        raise NotFound("Dead letter not found")
+    wanted = list(copies)
+    if "consumerGroup" in query:
+        group = wire.consumer_group(query["consumerGroup"])
+        wanted = [c for c in copies if c["consumer_group"] == group]
+        if not wanted:
+            raise Conflict(f"Message is not dead-lettered for consumer group {group}")
+    for copy in wanted:
+        problem = _undeliverable(cipher, copy["frame"])
+        if problem is not None:
+            raise Conflict(f"Dead letter of {copy['consumer_group']} cannot be retried: {problem}")
+    stranded = [c["consumer_group"] for c in wanted if not c["has_position"]]
+    if len(stranded) == len(wanted):
+        raise Conflict("Consumer group " + ", ".join(stranded) + " has no position on the "
+                       "partition any more (deleted): nothing would deliver the dead letter")
+    rows = await db.fetch(Q.message_retry, partition_id=pid, transaction_id=txid,
+                          consumer_groups=[c["consumer_group"] for c in wanted])
+    for queue in {r["queue_name"] for r in rows}:
+        wakeups.notify(queue)
+    groups = sorted(r["consumer_group"] for r in rows)
+    return {"success": True, "partitionId": str(pid), "transactionId": txid,
+            "consumerGroups": groups, "retried": len(groups)}
+
+
+def _undeliverable(cipher: PayloadCipher, frame: bytes) -> str | None:
+    """Why a dead letter's frame cannot be delivered again, or None."""
+    fields = next(framing.fields_between(frame, [len(frame)]))
+    if isinstance(fields, framing.Undecodable):
+        return fields.reason
+    if fields[4]:
+        try:
+            cipher.decrypt(fields[5])
+        except Exception:
+            return "its payload does not decrypt"
+    return None

@@ -226,6 +226,7 @@ async def stats_pass(db: Database, *, retention_days: int,
     async def work(conn: asyncpg.Connection) -> dict[str, int]:
         snapshot = await Q.stats_snapshot_queues.execute(conn)
         pruned = await Q.stats_prune.fetchval(conn, days=retention_days, now=now)
+        pruned += await Q.stats_prune_hidden.fetchval(conn)
         return {"snapshots": int(snapshot.split()[-1]), "pruned": int(pruned)}
 
     return await run_exclusive(db, STATS_LOCK_KEY, work)

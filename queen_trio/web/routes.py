@@ -17,17 +17,8 @@ from ..push.transactions import parse_transaction
 from ..queues.queues import parse_configure
 from .app import App, Router
 from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
-from .http import CORS_HEADERS, Request, Response, error_response, json_response
+from .http import CORS_HEADERS, Request, Response, json_response
 from .routes_ops import add_ops_routes
-
-# Routes of the reference contract (dashboard, admin and metrics) that this broker does not
-# serve yet: they answer 501 with an error body (docs/api.md lists them), never a silent 404 or
-# a fake success.
-NOT_BUILT: list[tuple[str, str, str]] = [
-    ("DELETE", "/api/v1/messages/:partitionId/:transactionId", WRITE),
-    ("POST", "/api/v1/messages/:partitionId/:transactionId/retry", WRITE),
-]
-
 
 # What the official 2.6 client can call that this broker does not have (kv, locks, timers,
 # offset reads, ephemeral queues, streams): 404 with code not_implemented, never a 5xx (which
@@ -206,19 +197,10 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
     router.add("GET", "/health", health, access=PUBLIC)
     add_ops_routes(router, broker, auth)
-    for method, template, access in NOT_BUILT:
-        router.add(method, template, _not_built(method, template), access=access)
     for method, template in NOT_IN_THIS_BROKER:
         router.add(method, template, _not_in_this_broker(method, template), access=PUBLIC)
     return App(router, auth, max_body_bytes=broker.settings.max_body_bytes,
                observe=broker.activity.record_request)
-
-
-def _not_built(method: str, template: str):  # type: ignore[no-untyped-def]
-    async def handler(request: Request) -> Response:
-        return error_response(501, f"{method} {template} is not implemented by this broker yet")
-
-    return handler
 
 
 def _not_in_this_broker(method: str, template: str):  # type: ignore[no-untyped-def]

@@ -117,8 +117,21 @@ def add_ops_routes(router: Router, broker: Broker, auth: Authenticator) -> None:
         return json_response(200, await messages.queue_messages(
             db, request.params["queue"], request.query))
 
+    async def delete_message(request: Request) -> Response:
+        return json_response(200, await messages.delete_message(
+            db, broker.wakeups, request.params["partitionId"], request.params["transactionId"]))
+
+    async def retry_message(request: Request) -> Response:
+        return json_response(200, await messages.retry_message(
+            db, broker.cipher, broker.wakeups, request.params["partitionId"],
+            request.params["transactionId"], request.query))
+
     router.add("GET", "/api/v1/messages", list_messages, access=READ)
     router.add("GET", "/api/v1/messages/:partitionId/:transactionId", get_message, access=READ)
+    router.add("DELETE", "/api/v1/messages/:partitionId/:transactionId", delete_message,
+               access=WRITE)
+    router.add("POST", "/api/v1/messages/:partitionId/:transactionId/retry", retry_message,
+               access=WRITE)
     router.add("GET", "/api/v1/status/queues/:queue/messages", queue_messages, access=READ)
 
     # -- status and analytics ----------------------------------------------------------------

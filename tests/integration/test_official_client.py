@@ -99,13 +99,17 @@ async def test_official_client_admin_and_consumer_group_calls(http_url):
     assert [p["name"] for p in r["partitions"]["partitions"]] == ["Default", "p1", "p2"]
     assert len(r["messages"]["messages"]) == 5
     assert r["message"]["payload"] == {"n": 0} and r["message"]["status"] == "completed"
+    assert r["retry"]["success"] is True and r["retry"]["consumerGroups"] == ["workers"]
+    assert [data for _, data in r["retried_copy"]] == [{"n": 1}]
+    assert r["dlq_after_retry"] == 0
+    assert r["deleted"]["success"] is True and r["messages_after_delete"] == 5
     assert r["status"]["messages"]["total"] == 5
     assert r["queue_stats"]["queues"][0]["name"] == "adm.jobs"
     assert r["queue_detail"]["queue"]["config"]["retryLimit"] == 0
     assert r["analytics"]["interval"] == "hour"
     assert r["refresh"]["success"] is True
     (group,) = r["groups"]
-    assert (group["name"], group["queueName"], group["deadLetters"]) == ("workers", "adm.jobs", 1)
+    assert (group["name"], group["queueName"], group["deadLetters"]) == ("workers", "adm.jobs", 0)
     assert set(r["group"]) == {"adm.jobs"}
     assert {x["partition_name"] for x in r["lagging"]} == {"p1", "p2"}
     assert r["seek"]["partitionsUpdated"] == 3 and r["seek"]["seekToEnd"] is True

@@ -32,6 +32,19 @@ async def main(url: str) -> dict:
         r["messages"] = await a.list_messages(queue="adm.jobs", limit=10)
         first = popped[0]
         r["message"] = await a.get_message(first["partitionId"], first["transactionId"])
+        dead = popped[1]
+        r["retry"] = await a.retry_message(dead["partitionId"], dead["transactionId"])
+        copy = await q.queue("adm.jobs").partition("p1").group("workers").batch(5).wait(
+            False).pop()
+        r["retried_copy"] = [(m["transactionId"], m["data"]) for m in copy]
+        await q.ack(copy, True, {"group": "workers"})
+        r["dlq_after_retry"] = (await q.queue("adm.jobs").dlq("workers").limit(10).get()).get(
+            "total")
+        await q.queue("adm.jobs").partition("p1").push([{"data": {"n": "gone"}}])
+        gone = (await a.list_messages(queue="adm.jobs", partition="p1", limit=1))["messages"][0]
+        r["deleted"] = await a.delete_message(gone["partitionId"], gone["transactionId"])
+        r["messages_after_delete"] = len(
+            (await a.list_messages(queue="adm.jobs", limit=100))["messages"])
         r["status"] = await a.get_status()
         r["queue_stats"] = await a.get_queue_stats(limit=10)
         r["queue_detail"] = await a.get_queue_detail("adm.jobs")

@@ -17,3 +17,5 @@ SELECT p.id AS partition_id, p.name AS partition_name, q.id AS queue_id, q.name 
            AND s.first_offset + s.message_count > m.message_offset
          ORDER BY s.first_offset DESC LIMIT 1) seg ON true
  WHERE p.id = :partition_id AND m.message_offset IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM queen.hidden_messages h
+                    WHERE h.partition_id = p.id AND h.message_offset = m.message_offset)
