@@ -531,7 +531,7 @@ BEGIN
 END;
 $$;
 
--- The views of 0012, leaving deleted messages out of every count.
+-- The views of 0013, leaving deleted messages out of every count.
 CREATE OR REPLACE VIEW queen.partition_figures AS
 SELECT f.*,
        f.unconsumed - f.processing AS pending,
