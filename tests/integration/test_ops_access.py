@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from tests.support.auth import SECRET, authed_client, bearer, token
 
-ADMIN = bearer(token(role="admin", sub="boss"))
-
 
 async def test_whoami_without_authentication_is_admin(client):
     r = await client.get("/api/v1/auth/whoami")
@@ -36,14 +34,15 @@ async def test_whoami_names_the_highest_level_of_any_valid_token(database_url):
 
 async def test_levels_of_the_operations_routes(database_url):
     async with authed_client(database_url, JWT_SECRET=SECRET) as client:
+        admin = bearer(token(role="admin", sub="boss"))  # minted now: tokens expire
         r = await client.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]},
-                              headers=ADMIN)
+                              headers=admin)
         assert r.status_code == 201
         levels = {
             "write-only": bearer(token(role="write-only")),
             "read-only": bearer(token(role="read-only")),
             "read-write": bearer(token(role="read-write")),
-            "admin": ADMIN,
+            "admin": admin,
         }
         routes = [
             ("GET", "/api/v1/resources/overview", None, "read-only"),

@@ -130,69 +130,116 @@ BEGIN
 END;
 $$;
 
--- Per partition: what it holds ([low_offset, next_offset)), and where its slowest group
--- stands (the worst cursor: what the queue still holds unconsumed, as maxSize counts it; a
--- partition no group reads holds everything unconsumed). One index probe for the low offset,
--- one range of state rows: nothing here reads a message.
+-- A deleted message is hidden: its offset stays taken (cursors and offsets never break, no
+-- segment is rewritten or dropped for it), every claim steps over it, every count leaves it
+-- out, and a dead letter of it is never written. hidden_counts says which partitions have
+-- any, so the common case costs one probe of an empty table.
+CREATE TABLE queen.hidden_messages (
+    partition_id   uuid NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    message_offset bigint NOT NULL,
+    deleted_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (partition_id, message_offset)
+);
+CREATE TABLE queen.hidden_counts (
+    partition_id uuid PRIMARY KEY REFERENCES queen.partitions (id) ON DELETE CASCADE,
+    hidden       integer NOT NULL
+);
+
+CREATE FUNCTION queen.count_hidden() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO queen.hidden_counts AS c (partition_id, hidden)
+        SELECT a.partition_id, count(*) FROM added a GROUP BY a.partition_id
+         ORDER BY a.partition_id
+        ON CONFLICT (partition_id) DO UPDATE SET hidden = c.hidden + EXCLUDED.hidden;
+    ELSE
+        UPDATE queen.hidden_counts c SET hidden = c.hidden - g.n
+          FROM (SELECT r.partition_id, count(*) AS n FROM removed r GROUP BY r.partition_id) g
+         WHERE c.partition_id = g.partition_id;
+        DELETE FROM queen.hidden_counts c WHERE c.hidden <= 0;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER hidden_messages_added AFTER INSERT ON queen.hidden_messages
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION queen.count_hidden();
+CREATE TRIGGER hidden_messages_removed AFTER DELETE ON queen.hidden_messages
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION queen.count_hidden();
+
+-- Per partition, where its groups stand, in one pass over consumer_state (a hash aggregate,
+-- no sort): how many, every group's dead letters, and the slowest group as the smallest
+-- [cursor, live lease end (-1: none), its dead letters]: the worst cursor first. Grouped by
+-- (queue, partition), so a filter on either reaches the scan.
+CREATE VIEW queen.partition_positions AS
+SELECT cs.queue_id, cs.partition_id,
+       count(*) AS groups,
+       count(*) FILTER (WHERE cs.retry_count > 0 AND cs.head_at IS NOT NULL) AS retrying,
+       max(cs.last_consumed_at) AS last_consumed_at,
+       min(cs.head_at) AS oldest_pending_at,
+       coalesce(sum(d.dead), 0) AS dead,
+       min(ARRAY[cs.cursor_offset,
+                 CASE WHEN cs.lease_id IS NOT NULL AND cs.lease_expires_at > now()
+                      THEN cs.delivered_until ELSE -1 END,
+                 coalesce(d.dead, 0)]) AS slowest
+  FROM queen.consumer_state cs
+  LEFT JOIN queen.dead_letter_counts d
+         ON d.partition_id = cs.partition_id AND d.consumer_group = cs.consumer_group
+ GROUP BY cs.queue_id, cs.partition_id;
+
+-- Per partition: what it holds ([low_offset, next_offset), less its deleted messages), and
+-- where its slowest group stands (the worst cursor: what the queue still holds unconsumed, as
+-- maxSize counts it; a partition no group reads holds everything unconsumed). One index probe
+-- for the low offset; nothing here reads a message. pending + processing + completed (+ the
+-- slowest group's dead letters) add up to total.
 CREATE VIEW queen.partition_figures AS
 SELECT f.*,
-       -- The six counters of a partition: pending + processing + completed (+ its slowest
-       -- group's dead letters) add up to total.
        f.unconsumed - f.processing AS pending,
        greatest(f.total - f.unconsumed - f.slowest_dead, 0) AS completed
   FROM (
 SELECT p.id AS partition_id, p.queue_id, p.name, p.created_at, p.next_offset, p.last_commit_at,
-       coalesce(first_seg.first_offset, p.next_offset) AS low_offset,
+       b.low AS low_offset,
        first_seg.created_at AS oldest_at,
-       p.next_offset - coalesce(first_seg.first_offset, p.next_offset) AS total,
-       p.next_offset - greatest(coalesce(w.cursor_offset, 0),
-                                coalesce(first_seg.first_offset, p.next_offset)) AS unconsumed,
-       -- (least and greatest skip NULLs: a partition no group reads has nothing in flight)
-       CASE WHEN w.cursor_offset IS NULL THEN 0
-            ELSE least(w.in_flight,
-                       p.next_offset - greatest(w.cursor_offset,
-                                                coalesce(first_seg.first_offset, p.next_offset)))
+       p.next_offset - b.low - coalesce(hid.held, 0) AS total,
+       p.next_offset - b.from_offset - coalesce(hid.unconsumed, 0) AS unconsumed,
+       CASE WHEN coalesce(pos.slowest[2], -1) < 0 THEN 0
+            ELSE greatest(least(pos.slowest[2], p.next_offset) - b.from_offset
+                          - coalesce(hid.in_flight, 0), 0)
        END AS processing,
-       coalesce(w.dead, 0) AS slowest_dead,
-       coalesce(g.dead, 0) AS dead_letters,
-       g.groups,
-       g.retrying,
-       g.last_consumed_at,
-       g.oldest_pending_at
+       coalesce(pos.slowest[3], 0) AS slowest_dead,
+       coalesce(pos.dead, 0) AS dead_letters,
+       coalesce(pos.groups, 0) AS groups,
+       coalesce(pos.retrying, 0) AS retrying,
+       pos.last_consumed_at,
+       pos.oldest_pending_at
   FROM queen.partitions p
   LEFT JOIN LATERAL (
         SELECT s.first_offset, s.created_at FROM queen.segments s
          WHERE s.partition_id = p.id ORDER BY s.first_offset LIMIT 1) first_seg ON true
-  LEFT JOIN LATERAL (
-        SELECT cs.cursor_offset,
-               CASE WHEN cs.lease_id IS NOT NULL AND cs.lease_expires_at > now()
-                    THEN greatest(cs.delivered_until - cs.cursor_offset, 0) ELSE 0 END
-                   AS in_flight,
-               (SELECT d.dead FROM queen.dead_letter_counts d
-                 WHERE d.partition_id = cs.partition_id
-                   AND d.consumer_group = cs.consumer_group) AS dead
-          FROM queen.consumer_state cs
-         WHERE cs.partition_id = p.id
-         ORDER BY cs.cursor_offset, cs.consumer_group
-         LIMIT 1) w ON true
+  LEFT JOIN queen.partition_positions pos
+         ON pos.partition_id = p.id AND pos.queue_id = p.queue_id
  CROSS JOIN LATERAL (
-        SELECT count(*) AS groups,
-               count(*) FILTER (WHERE cs.retry_count > 0 AND cs.head_at IS NOT NULL) AS retrying,
-               max(cs.last_consumed_at) AS last_consumed_at,
-               min(cs.head_at) AS oldest_pending_at,
-               (SELECT sum(d.dead) FROM queen.dead_letter_counts d
-                 WHERE d.partition_id = p.id) AS dead
-          FROM queen.consumer_state cs
-         WHERE cs.partition_id = p.id) g
+        SELECT coalesce(first_seg.first_offset, p.next_offset) AS low,
+               greatest(coalesce(pos.slowest[1], 0),
+                        coalesce(first_seg.first_offset, p.next_offset)) AS from_offset) b
+  LEFT JOIN queen.hidden_counts hc ON hc.partition_id = p.id
+  LEFT JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE h.message_offset >= b.low) AS held,
+               count(*) FILTER (WHERE h.message_offset >= b.from_offset) AS unconsumed,
+               count(*) FILTER (WHERE h.message_offset >= b.from_offset
+                                  AND h.message_offset < pos.slowest[2]) AS in_flight
+          FROM queen.hidden_messages h
+         WHERE hc.partition_id IS NOT NULL AND h.partition_id = p.id) hid ON true
 ) f;
 
--- Per (partition, group): the group's backlog, in flight and dead letters.
+-- Per (partition, group): the group's backlog, in flight and dead letters, less deleted
+-- messages.
 CREATE VIEW queen.group_figures AS
 SELECT cs.partition_id, cs.consumer_group, cs.queue_id, p.name AS partition_name,
        p.next_offset, cs.cursor_offset,
-       greatest(p.next_offset - cs.cursor_offset, 0) AS unconsumed,
+       greatest(p.next_offset - cs.cursor_offset - coalesce(hid.unconsumed, 0), 0) AS unconsumed,
        CASE WHEN cs.lease_id IS NOT NULL AND cs.lease_expires_at > now()
-            THEN greatest(least(cs.delivered_until, p.next_offset) - cs.cursor_offset, 0)
+            THEN greatest(least(cs.delivered_until, p.next_offset) - cs.cursor_offset
+                          - coalesce(hid.in_flight, 0), 0)
             ELSE 0 END AS processing,
        CASE WHEN cs.lease_id IS NOT NULL AND cs.lease_expires_at > now()
             THEN cs.lease_id END AS live_lease_id,
@@ -203,7 +250,14 @@ SELECT cs.partition_id, cs.consumer_group, cs.queue_id, p.name AS partition_name
   FROM queen.consumer_state cs
   JOIN queen.partitions p ON p.id = cs.partition_id
   LEFT JOIN queen.dead_letter_counts d
-         ON d.partition_id = cs.partition_id AND d.consumer_group = cs.consumer_group;
+         ON d.partition_id = cs.partition_id AND d.consumer_group = cs.consumer_group
+  LEFT JOIN queen.hidden_counts hc ON hc.partition_id = cs.partition_id
+  LEFT JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE h.message_offset >= cs.cursor_offset) AS unconsumed,
+               count(*) FILTER (WHERE h.message_offset >= cs.cursor_offset
+                                  AND h.message_offset < cs.delivered_until) AS in_flight
+          FROM queen.hidden_messages h
+         WHERE hc.partition_id IS NOT NULL AND h.partition_id = cs.partition_id) hid ON true;
 
 -- Time series (docs/operations.md: Monitoring). Every broker process writes its own figures
 -- every STATS_INTERVAL_MS: counters as deltas over the interval, gauges as they were.

@@ -2,7 +2,7 @@
 -- message is older than :min_lag seconds, most lagging first.
 SELECT gf.consumer_group, q.name AS queue_name, gf.partition_name, gf.partition_id,
        gf.live_lease_id, gf.unconsumed AS offset_lag,
-       greatest(extract(epoch FROM now() - gf.head_at), 0) AS time_lag,
+       greatest(date_part('epoch', now() - gf.head_at), 0) AS time_lag,
        gf.head_at, gf.last_consumed_at
   FROM queen.group_figures gf
   JOIN queen.queues q ON q.id = gf.queue_id

@@ -5,7 +5,7 @@ WITH per AS (
            sum(gf.unconsumed) AS total_lag,
            sum(gf.processing) AS processing,
            sum(gf.dead) AS dead_letters,
-           max(extract(epoch FROM now() - gf.head_at)) AS max_time_lag,
+           max(date_part('epoch', now() - gf.head_at)) AS max_time_lag,
            max(gf.last_consumed_at) AS last_consumed_at,
            sum(gf.consumed_total) AS consumed
       FROM queen.group_figures gf

@@ -1,5 +1,6 @@
 -- GET /api/v1/resources/overview: counts from the partitions' offsets and the groups' cursors
--- (queen.partition_figures), lag over every (partition, group). Reads no message.
+-- (queen.partition_figures), lag over every (partition, group), each in one pass. Reads no
+-- message.
 WITH parts AS (
     SELECT count(*) AS partitions,
            coalesce(sum(pf.total), 0) AS total,
@@ -10,21 +11,23 @@ WITH parts AS (
            coalesce(sum(pf.dead_letters), 0) AS dead_letters
       FROM queen.partition_figures pf
 ), lag AS (
-    SELECT greatest(p.next_offset - cs.cursor_offset, 0) AS offset_lag,
-           CASE WHEN cs.head_at IS NULL THEN 0
-                ELSE greatest(extract(epoch FROM now() - cs.head_at), 0) END AS time_lag
-      FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id
+    SELECT coalesce(avg(l.time_lag), 0) AS time_lag_avg,
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.time_lag), 0) AS time_lag_median,
+           coalesce(min(l.time_lag), 0) AS time_lag_min,
+           coalesce(max(l.time_lag), 0) AS time_lag_max,
+           coalesce(avg(l.offset_lag), 0) AS offset_lag_avg,
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.offset_lag), 0)
+               AS offset_lag_median,
+           coalesce(min(l.offset_lag), 0) AS offset_lag_min,
+           coalesce(max(l.offset_lag), 0) AS offset_lag_max
+      FROM (SELECT gf.unconsumed::float8 AS offset_lag,
+                   CASE WHEN gf.head_at IS NULL THEN 0
+                        ELSE greatest(date_part('epoch', now() - gf.head_at), 0) END AS time_lag
+              FROM queen.group_figures gf) l
+), names AS (
+    SELECT count(*) AS queues,
+           count(DISTINCT q.namespace) FILTER (WHERE q.namespace <> '') AS namespaces,
+           count(DISTINCT q.task) FILTER (WHERE q.task <> '') AS tasks
+      FROM queen.queues q
 )
-SELECT (SELECT count(*) FROM queen.queues) AS queues,
-       (SELECT count(DISTINCT q.namespace) FROM queen.queues q WHERE q.namespace <> '') AS namespaces,
-       (SELECT count(DISTINCT q.task) FROM queen.queues q WHERE q.task <> '') AS tasks,
-       parts.*,
-       (SELECT coalesce(avg(l.time_lag), 0) FROM lag l) AS time_lag_avg,
-       (SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.time_lag), 0) FROM lag l) AS time_lag_median,
-       (SELECT coalesce(min(l.time_lag), 0) FROM lag l) AS time_lag_min,
-       (SELECT coalesce(max(l.time_lag), 0) FROM lag l) AS time_lag_max,
-       (SELECT coalesce(avg(l.offset_lag), 0) FROM lag l) AS offset_lag_avg,
-       (SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.offset_lag), 0) FROM lag l) AS offset_lag_median,
-       (SELECT coalesce(min(l.offset_lag), 0) FROM lag l) AS offset_lag_min,
-       (SELECT coalesce(max(l.offset_lag), 0) FROM lag l) AS offset_lag_max
-  FROM parts
+SELECT names.*, parts.*, lag.* FROM names, parts, lag

@@ -13,9 +13,9 @@ SELECT q.name, date_trunc('minute', now()), coalesce(pq.partitions, 0),
                FROM queen.partition_figures pf GROUP BY pf.queue_id) pq ON pq.queue_id = q.id
   LEFT JOIN (SELECT gf.queue_id, count(DISTINCT gf.consumer_group) AS groups,
                     max(gf.unconsumed) AS max_offset_lag,
-                    max(greatest(extract(epoch FROM now() - gf.head_at), 0)) AS max_lag,
+                    max(greatest(date_part('epoch', now() - gf.head_at), 0)) AS max_lag,
                     avg(CASE WHEN gf.head_at IS NULL THEN 0
-                             ELSE greatest(extract(epoch FROM now() - gf.head_at), 0) END)
+                             ELSE greatest(date_part('epoch', now() - gf.head_at), 0) END)
                         AS avg_lag
                FROM queen.group_figures gf GROUP BY gf.queue_id) gq ON gq.queue_id = q.id
 ON CONFLICT (queue_name, sampled_at) DO UPDATE
