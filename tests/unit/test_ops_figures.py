@@ -1,0 +1,84 @@
+"""Operations without PostgreSQL: time buckets, the activity counters, metric families and
+their Prometheus rendering."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from queen_trio.errors import BadRequest
+from queen_trio.ops.activity import Activity, HistogramSnapshot
+from queen_trio.ops.metrics import Family, FamilyBook, merge, render_prometheus
+from queen_trio.ops.series import bucket_minutes_for, fill, parse_range
+
+UTC = dt.timezone.utc
+
+
+@pytest.mark.parametrize(("hours", "minutes"), [(1, 1), (2, 1), (3, 5), (12, 5), (24, 15),
+                                                (48, 15), (72, 60), (24 * 8, 60), (24 * 9, 360)])
+def test_bucket_width_follows_the_span(hours, minutes):
+    assert bucket_minutes_for(dt.timedelta(hours=hours)) == minutes
+
+
+def test_a_range_has_a_point_per_bucket():
+    span = parse_range({"from": "2026-01-01T00:00:30Z", "to": "2026-01-01T00:05:00Z"})
+    rows = [{"bucket": dt.datetime(2026, 1, 1, 0, 2, tzinfo=UTC), "n": 7}]
+    points = fill(span, rows, lambda r: {"n": r["n"] if r else 0})
+    assert [p["timestamp"][11:16] for p in points] == ["00:00", "00:01", "00:02", "00:03",
+                                                       "00:04", "00:05"]
+    assert [p["n"] for p in points] == [0, 0, 7, 0, 0, 0]
+
+
+@pytest.mark.parametrize("query", [{"from": "noon"}, {"to": "later"},
+                                   {"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+                                   {"from": "1990-01-01T00:00:00Z"}])
+def test_bad_ranges_are_refused(query):
+    with pytest.raises(BadRequest):
+        parse_range(query)
+
+
+def test_activity_counts_by_outcome_and_queue():
+    a = Activity()
+    a.record_push([{"status": "queued", "queueName": "q"}, {"status": "duplicate",
+                                                            "queueName": "q"}])
+    a.record_pop("q", {"queue": "q", "messages": [{}, {}]})
+    a.record_pop("q", None)
+    a.record_acks(["completed", "failed", "completed"], [
+        {"success": True, "queueName": "q", "dlq": False},
+        {"success": True, "queueName": "q", "dlq": False},
+        {"success": False, "queueName": "q", "dlq": False}])
+    a.record_request("GET", "/health", 200, 0.004)
+    a.record_request("GET", "/health", 503, 0.2)
+    a.record_bundle([3, 1])
+    s = a.statistics()
+    assert (s.push_requests, s.push_messages, dict(s.push_items)) == (
+        1, 1, {"queued": 1, "duplicate": 1})
+    assert (s.pop_requests, s.pop_empty, s.pop_messages) == (2, 1, 2)
+    assert (s.ack_messages, s.nacked, s.ack_failed) == (1, 1, 1)
+    q = s.queues["q"]
+    assert (q.pushed, q.popped, q.pop_requests, q.pop_empty, q.acked, q.nacked) == (
+        1, 2, 2, 1, 1, 1)
+    assert (s.http_requests, s.http_errors) == (2, 1)
+    assert s.latency[("GET", "/health")].count == 2
+    assert (s.segment_sizes.count, s.segment_sizes.total, s.bundle_sizes.count) == (2, 4.0, 1)
+
+
+def test_families_survive_json_and_render_once_per_name():
+    one = FamilyBook(worker_id="a")
+    one.counter("queen_x_total", "X.", 3, kind="k")
+    one.add("queen_h", "histogram", "H.", HistogramSnapshot((1.0, 2.0), (1, 0, 2), 7.5, 3))
+    two = FamilyBook(worker_id="b")
+    two.counter("queen_x_total", "X.", 5, kind="k")
+    stored = [Family.from_json(f.to_json()) for f in two.families()]
+    families = merge([*one.families(), *stored])
+    assert [f.name for f in families] == ["queen_x_total", "queen_h"]
+    parsed = {f.name: f for f in text_string_to_metric_families(
+        render_prometheus(families).decode())}
+    counters = {s.labels["worker_id"]: s.value for s in parsed["queen_x"].samples
+                if s.name == "queen_x_total"}
+    assert counters == {"a": 3.0, "b": 5.0}
+    buckets = {s.labels["le"]: s.value for s in parsed["queen_h"].samples
+               if s.name == "queen_h_bucket"}
+    assert buckets == {"1.0": 1.0, "2.0": 1.0, "+Inf": 3.0}
