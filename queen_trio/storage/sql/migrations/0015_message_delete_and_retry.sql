@@ -1,7 +1,7 @@
 -- Message delete and dead-letter retry (issue 9): both change what a claim delivers, so
 -- this migration replaces queen.pop_claim (0010's, with the two additions marked below) and
 -- puts a layer in front of 0004's ack_batch, renamed queen.ack_cursor. The deleted messages'
--- table (queen.hidden_messages) and the counts that leave them out are 0013's.
+-- table (queen.hidden_messages) and the counts that leave them out are 0014's.
 
 -- Whoever dead-letters (a claim, an ack, eviction, an undecodable frame), a deleted message
 -- never becomes a dead letter.
