@@ -68,12 +68,14 @@ def bucket_minutes_for(span: dt.timedelta) -> int:
 
 
 INTERVALS = {"minute": 1, "hour": 60, "day": 1440}
+# The widths a caller may ask for with `bucketMinutes` (the dashboard's interval picker).
+BUCKET_MINUTES = (1, 5, 15, 60, 360, 1440)
 
 
 def parse_range(query: Mapping[str, str], *, default_span: dt.timedelta = dt.timedelta(hours=1),
                 interval: int | None = None) -> TimeRange:
-    """`from` and `to` of a series route (400 when unparsable or reversed); `interval` fixes
-    the bucket width instead of the span's."""
+    """`from` and `to` of a series route (400 when unparsable or reversed); `interval` (the
+    route's own) or the query's `bucketMinutes` fixes the bucket width instead of the span's."""
     end = wire.utc_now()
     if query.get("to"):
         end = wire.parse_timestamp(query["to"], "to")
@@ -82,10 +84,19 @@ def parse_range(query: Mapping[str, str], *, default_span: dt.timedelta = dt.tim
         start = wire.parse_timestamp(query["from"], "from")
     if start > end:
         raise BadRequest("from must not be after to")
+    if interval is None and query.get("bucketMinutes"):
+        interval = _bucket_minutes(query["bucketMinutes"])
     minutes = interval if interval is not None else bucket_minutes_for(end - start)
     if (end - start) / dt.timedelta(minutes=minutes) > MAX_POINTS:
         raise BadRequest(f"the range holds more than {MAX_POINTS} buckets of {minutes} minutes")
     return TimeRange(start, end, minutes)
+
+
+def _bucket_minutes(text: str) -> int:
+    if not text.isdigit() or int(text) not in BUCKET_MINUTES:
+        raise BadRequest("bucketMinutes must be one of "
+                         + ", ".join(str(m) for m in BUCKET_MINUTES))
+    return int(text)
 
 
 def parse_interval(query: Mapping[str, str]) -> tuple[str, int]:

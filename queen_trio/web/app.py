@@ -62,7 +62,9 @@ def _compile(template: str) -> re.Pattern[str]:
             parts.append(f"(?P<{segment[1:]}>.+)")
         else:
             parts.append(re.escape(segment))
-    return re.compile("^/" + "/".join(parts) + "$")
+    # A trailing slash is part of the route ("/dashboard/" is not "/dashboard").
+    slash = "/" if template.endswith("/") and template != "/" else ""
+    return re.compile("^/" + "/".join(parts) + slash + "$")
 
 
 class Router:

@@ -17,6 +17,7 @@ from ..push.transactions import parse_transaction
 from ..queues.queues import parse_configure
 from .app import App, Router
 from .auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
+from .dashboard import add_dashboard_routes
 from .http import CORS_HEADERS, Request, Response, json_response
 from .routes_ops import add_ops_routes
 
@@ -197,6 +198,7 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("POST", "/api/v1/configure", configure_queue, access=WRITE)
     router.add("GET", "/health", health, access=PUBLIC)
     add_ops_routes(router, broker, auth)
+    add_dashboard_routes(router)
     for method, template in NOT_IN_THIS_BROKER:
         router.add(method, template, _not_in_this_broker(method, template), access=PUBLIC)
     return App(router, auth, max_body_bytes=broker.settings.max_body_bytes,

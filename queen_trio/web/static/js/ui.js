@@ -1,0 +1,220 @@
+// The pieces every page is made of: cards, figures, tables that keep their sort and focus
+// through a live refresh, error and empty states, badges, confirmations and toasts.
+
+import { append, h, replace } from "./dom.js";
+import { json } from "./format.js";
+import { needs, session } from "./session.js";
+
+let cards = 0;
+
+export function card(title, { actions, id = `card-${++cards}`, subtitle } = {}, ...body) {
+  const heading = h("div", { class: "card-head" }, h("h2", { id }, title),
+    subtitle ? h("span", { class: "muted" }, subtitle) : null,
+    actions ? h("div", { class: "actions" }, actions) : null);
+  return h("section", { class: "card", "aria-labelledby": id }, heading, ...body);
+}
+
+export function tiles(items) {
+  return h("dl", { class: "tiles" }, items.map(({ label, value, hint, tone, key }) =>
+    h("div", { class: `tile ${tone || ""}`, dataset: key ? { tile: key } : undefined },
+      h("dt", {}, label), h("dd", {}, value), hint ? h("div", { class: "hint" }, hint) : null)));
+}
+
+export function definitions(pairs) {
+  return h("dl", { class: "definitions" }, pairs.map(([term, value]) =>
+    [h("dt", {}, term), h("dd", {}, value)]));
+}
+
+export function badge(text, tone) {
+  return h("span", { class: `badge ${tone || text.toLowerCase().replace(/[^a-z]+/g, "-")}` }, text);
+}
+
+export function code(text) {
+  return h("pre", { class: "code" }, h("code", {}, text));
+}
+
+export function payload(value, summary = "Payload") {
+  return h("details", { class: "payload" }, h("summary", {}, summary), code(json(value)));
+}
+
+// What went wrong, where it went wrong.
+export function errorText(error) {
+  if (!error || error.status === undefined) return String(error && error.message || error);
+  if (error.status === 0) return `The broker did not answer: ${error.message}`;
+  if (error.status === 401) return `Not signed in: ${error.message}. Enter a token to continue.`;
+  if (error.status === 403) {
+    return `Not allowed for your token (level ${session.level || "none"}): ${error.message}`;
+  }
+  return `${error.status}: ${error.message}`;
+}
+
+export function errorBox(error, what) {
+  return h("div", { class: "error", role: "alert" }, what ? `${what}: ` : "", errorText(error));
+}
+
+export function emptyState(text, ...more) {
+  return h("div", { class: "empty" }, h("p", {}, text), ...more);
+}
+
+export function notAllowed(what) {
+  return emptyState(`Your token (level ${session.level || "none"}) may not read this page: it needs ${needs(what)}.`);
+}
+
+// A region of a page that a refresh fills: the last good content stays on screen with the
+// error above it when a refresh fails.
+export class Region {
+  constructor(props) {
+    this.el = h("div", { class: "region", ...props });
+    this.errorEl = h("div", { class: "region-error" });
+    this.body = h("div", { class: "region-body" });
+    append(this.el, [this.errorEl, this.body]);
+  }
+
+  show(...nodes) {
+    replace(this.errorEl);
+    replace(this.body, ...nodes);
+  }
+
+  fail(error, what) {
+    replace(this.errorEl, errorBox(error, what));
+  }
+}
+
+// A table whose header (and sort) survives refreshes; only the rows are rebuilt.
+export class Table {
+  constructor({ columns, key, empty, label, sort, descending = true }) {
+    this.columns = columns;
+    this.key = key;
+    this.empty = empty;
+    this.sort = sort || null;
+    this.descending = descending;
+    this.rows = [];
+    this.head = h("tr");
+    this.tbody = h("tbody");
+    this.table = h("table", { "aria-label": label }, h("thead", {}, this.head), this.tbody);
+    this.wrap = h("div", { class: "table-wrap" }, this.table);
+    this.emptyEl = h("div");
+    this.el = h("div", { class: "table-region" }, this.wrap, this.emptyEl);
+    this.renderHead();
+  }
+
+  renderHead() {
+    replace(this.head, this.columns.map((col) => {
+      const sorted = this.sort === col.key;
+      const props = { scope: "col", class: col.num ? "num" : "" };
+      if (!col.value) return h("th", props, col.label);
+      props["aria-sort"] = sorted ? (this.descending ? "descending" : "ascending") : "none";
+      return h("th", props, h("button", {
+        type: "button", class: "sort", dataset: { key: `sort-${col.key}` },
+        onclick: () => {
+          if (this.sort === col.key) this.descending = !this.descending;
+          else [this.sort, this.descending] = [col.key, col.num !== false && !!col.num];
+          this.renderHead();
+          this.renderBody();
+        },
+      }, col.label, h("span", { class: "arrow", "aria-hidden": "true" },
+        sorted ? (this.descending ? " ▼" : " ▲") : "")));
+    }));
+  }
+
+  update(rows) {
+    this.rows = rows;
+    this.renderBody();
+  }
+
+  renderBody() {
+    const col = this.columns.find((c) => c.key === this.sort);
+    let rows = this.rows;
+    if (col && col.value) {
+      const dir = this.descending ? -1 : 1;
+      rows = [...rows].sort((a, b) => {
+        const [x, y] = [col.value(a), col.value(b)];
+        if (x === y) return 0;
+        if (x === null || x === undefined) return 1;
+        if (y === null || y === undefined) return -1;
+        return (x < y ? -1 : 1) * dir;
+      });
+    }
+    this.wrap.hidden = rows.length === 0;
+    replace(this.emptyEl, rows.length === 0 && this.empty ? emptyState(...[].concat(this.empty)) : null);
+    replace(this.tbody, rows.map((row) => h("tr", { dataset: { row: this.key(row) } },
+      this.columns.map((c) => h(c.header ? "th" : "td", { class: c.num ? "num" : "", scope: c.header ? "row" : null },
+        c.render ? c.render(row) : c.value(row))))));
+  }
+}
+
+// -- dialogs -----------------------------------------------------------------------------------
+
+let dialogs = 0;
+
+// A modal dialog; resolves with what `submit` returns, or null when cancelled.
+export function dialog({ title, body, submitLabel = "OK", danger = false, submit, wide = false }) {
+  return new Promise((resolve) => {
+    const id = `dialog-title-${++dialogs}`;
+    const errorEl = h("div", { class: "dialog-error" });
+    const submitButton = h("button", { type: "submit", class: danger ? "danger" : "primary" }, submitLabel);
+    const form = h("form", { method: "dialog" },
+      h("h2", { id }, title), h("div", { class: "dialog-body" }, body), errorEl,
+      h("div", { class: "dialog-actions" },
+        h("button", { type: "button", class: "cancel", onclick: () => close(null) }, "Cancel"), submitButton));
+    const el = h("dialog", { "aria-labelledby": id, class: wide ? "wide" : "" }, form);
+    let done = false;
+    const close = (value) => {
+      if (done) return;
+      done = true;
+      el.close();
+      el.remove();
+      resolve(value);
+    };
+    el.addEventListener("cancel", (event) => {
+      event.preventDefault();
+      close(null);
+    });
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      submitButton.disabled = true;
+      replace(errorEl);
+      try {
+        const value = submit ? await submit(form) : true;
+        if (value !== undefined) close(value);
+      } catch (error) {
+        replace(errorEl, errorBox(error));
+      } finally {
+        submitButton.disabled = false;
+      }
+    });
+    document.body.append(el);
+    el.showModal();
+  });
+}
+
+// Ask before a destructive action; `lines` name what it changes. Resolves with the action's
+// result, or null when cancelled; a failure is shown in the dialog, which stays open.
+export function confirmAction({ title, lines, action, confirmLabel, typed }) {
+  const body = [...lines.map((line) => h("p", {}, line))];
+  let input;
+  if (typed) {
+    input = h("input", { type: "text", autocomplete: "off", spellcheck: "false", required: true,
+                          "aria-describedby": "typed-hint" });
+    body.push(h("label", {}, h("span", { id: "typed-hint" }, `Type ${typed} to confirm`), input));
+  }
+  return dialog({
+    title, body, submitLabel: confirmLabel, danger: true,
+    submit: async () => {
+      if (typed && input.value !== typed) throw new Error(`Type ${typed} exactly to confirm.`);
+      return (await action()) ?? true;
+    },
+  });
+}
+
+export function toast(text, tone = "ok") {
+  const host = document.getElementById("toasts");
+  const el = h("div", { class: `toast ${tone}`, role: tone === "error" ? "alert" : "status" }, text);
+  host.append(el);
+  setTimeout(() => el.remove(), 6000);
+}
+
+// A button shown only when the session may take the action.
+export function actionButton(label, onclick, { danger = false, dataset } = {}) {
+  return h("button", { type: "button", class: danger ? "danger small" : "small", onclick, dataset }, label);
+}
