@@ -88,12 +88,16 @@ async def test_every_route_has_a_curl_command_in_the_api_page_without_placeholde
 
 async def test_the_api_pages_curl_commands_run(http_url, tmp_path):
     """In page order (the push comes first, so the pops find a message): each one answers
-    JSON (Prometheus text for /metrics/prometheus), or nothing for a 204, and none is a
-    500."""
+    JSON (Prometheus text for /metrics/prometheus, a status and content type for the
+    dashboard's files), or nothing for a 204, and none is a 500."""
     for command in documented_curls():
         out = await bash(command.replace(DOCUMENTED_URL, http_url), tmp_path)
-        if method_and_path(command)[1] == "/metrics/prometheus":
+        path = method_and_path(command)[1]
+        if path == "/metrics/prometheus":
             assert out.startswith("# HELP queen_"), command
+        elif path in ("/", "/favicon.ico") or path.startswith("/dashboard"):
+            assert out.split()[:2] in (["200", "text/html;"], ["200", "text/javascript;"],
+                                       ["200", "image/svg+xml"]), command
         elif out.strip():
             body = json.loads(out)
             assert not (isinstance(body, dict)

@@ -182,3 +182,23 @@ async def test_samples_are_written_every_interval_and_pruned(database_url):
         assert done is not None and done["pruned"] >= 3
         kept = await stats_pass(broker.db, retention_days=7)
         assert kept is not None and kept["pruned"] == 0
+
+
+async def test_series_take_the_bucket_width_asked_for(client):
+    """bucketMinutes (the dashboard's interval picker) overrides the span's width on every
+    series route; anything but 1, 5, 15, 60, 360 or 1440 is a 400."""
+    span = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T06:00:00Z"}
+    for path in ("/api/v1/status", "/api/v1/analytics/queue-lag", "/api/v1/analytics/retention",
+                 "/api/v1/analytics/system-metrics"):
+        r = await client.get(path, params={**span, "bucketMinutes": "15"})
+        assert r.status_code == 200 and r.json()["bucketMinutes"] == 15, path
+    assert (await client.get("/api/v1/status", params=span)).json()["bucketMinutes"] == 5
+    points = (await client.get("/api/v1/status", params={**span, "bucketMinutes": "60"})).json()
+    assert points["pointCount"] == 7
+    for bad in ("7", "x", "-1", "0"):
+        r = await client.get("/api/v1/status", params={**span, "bucketMinutes": bad})
+        assert r.status_code == 400
+        assert r.json() == {"error": "bucketMinutes must be one of 1, 5, 15, 60, 360, 1440"}
+    week = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-08T00:00:00Z"}
+    r = await client.get("/api/v1/status", params={**week, "bucketMinutes": "1"})
+    assert r.status_code == 400 and "more than 2000 buckets" in r.json()["error"]
