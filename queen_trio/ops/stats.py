@@ -151,8 +151,11 @@ class StatsSampler:
             return int(getattr(a, field) - (getattr(b, field) if b is not None else 0))
 
         db_before = before.database if before is not None else None
-        cpu_user = now.cpu_user - (before.cpu_user if before is not None else 0.0)
-        cpu_sys = now.cpu_system - (before.cpu_system if before is not None else 0.0)
+        # The first sample has no CPU baseline: the process's CPU so far is mostly its start
+        # (imports, migrations), which over the broker's few milliseconds of uptime read as
+        # thousands of percent on every curve.
+        cpu_user = now.cpu_user - before.cpu_user if before is not None else 0.0
+        cpu_sys = now.cpu_system - before.cpu_system if before is not None else 0.0
         common = {"worker_id": ident.worker_id, "sampled_at": now.taken_at,
                   "hostname": ident.hostname, "pid": ident.pid,
                   "interval_ms": int(span * 1000)}
