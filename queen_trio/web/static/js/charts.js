@@ -5,6 +5,18 @@ import { epoch, num } from "./format.js";
 
 const PALETTE = ["--c1", "--c2", "--c3", "--c4", "--c5", "--c6"];
 
+// uPlot loads with the first chart: pages without one never fetch or parse it.
+let uplot = null;
+function loadUplot() {
+  uplot ??= new Promise((resolve, reject) => {
+    const script = h("script", { src: "/dashboard/vendor/uplot/uPlot.iife.min.js" });
+    script.addEventListener("load", () => resolve(window.uPlot));
+    script.addEventListener("error", () => reject(new Error("uPlot did not load")));
+    document.head.append(script);
+  });
+  return uplot;
+}
+
 function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
@@ -23,14 +35,19 @@ export class TimeChart {
     this.resize = new ResizeObserver(() => this.fit());
     this.resize.observe(this.canvas);
     this.themeChanged = () => this.rebuild();
+    loadUplot(); // with the page, not after its data
     window.addEventListener("queen:theme", this.themeChanged);
   }
 
+  // Resolves once the chart is drawn.
   update(points, values) {
     this.data = [points.map((p) => epoch(p.timestamp)), ...this.series.map((s, i) =>
       points.map((p, j) => (values ? values[i][j] : s.value(p))))];
-    if (this.plot) this.plot.setData(this.data);
-    else this.rebuild();
+    if (this.plot) {
+      this.plot.setData(this.data);
+      return Promise.resolve();
+    }
+    return this.rebuild();
   }
 
   options(width) {
@@ -55,11 +72,13 @@ export class TimeChart {
     };
   }
 
-  rebuild() {
-    if (!this.data || typeof uPlot === "undefined") return;
+  async rebuild() {
+    if (!this.data) return;
+    const UPlot = await loadUplot();
+    if (this.destroyed) return;
     if (this.plot) this.plot.destroy();
     this.canvas.replaceChildren();
-    this.plot = new uPlot(this.options(Math.max(200, this.canvas.clientWidth)), this.data, this.canvas);
+    this.plot = new UPlot(this.options(Math.max(200, this.canvas.clientWidth)), this.data, this.canvas);
   }
 
   fit() {
@@ -69,6 +88,7 @@ export class TimeChart {
   }
 
   destroy() {
+    this.destroyed = true;
     this.resize.disconnect();
     window.removeEventListener("queen:theme", this.themeChanged);
     if (this.plot) this.plot.destroy();

@@ -7,6 +7,10 @@ import { needs, session } from "./session.js";
 
 let cards = 0;
 
+// What an empty broker's pages suggest.
+export const PUSH_EXAMPLE = `curl -X POST ${location.origin}/api/v1/push -H 'content-type: application/json' \\
+  -d '{"items":[{"queue":"orders","payload":{"orderId":1}}]}'`;
+
 export function card(title, { actions, id = `card-${++cards}`, subtitle } = {}, ...body) {
   const heading = h("div", { class: "card-head" }, h("h2", { id }, title),
     subtitle ? h("span", { class: "muted" }, subtitle) : null,
@@ -82,8 +86,12 @@ export class Region {
 
 // A table whose header (and sort) survives refreshes; only the rows are rebuilt.
 export class Table {
-  constructor({ columns, key, empty, label, sort, descending = true }) {
+  constructor({ columns, key, empty, label, sort, descending = true, pageSize = Infinity }) {
     this.columns = columns;
+    // Long lists show their first rows (after sorting), and more on request: a thousand rows
+    // cost the browser more than the broker.
+    this.pageSize = pageSize;
+    this.shown = pageSize;
     this.key = key;
     this.empty = empty;
     this.sort = sort || null;
@@ -94,7 +102,8 @@ export class Table {
     this.table = h("table", { "aria-label": label }, h("thead", {}, this.head), this.tbody);
     this.wrap = h("div", { class: "table-wrap" }, this.table);
     this.emptyEl = h("div");
-    this.el = h("div", { class: "table-region" }, this.wrap, this.emptyEl);
+    this.moreEl = h("div", { class: "more" });
+    this.el = h("div", { class: "table-region" }, this.wrap, this.moreEl, this.emptyEl);
     this.renderHead();
   }
 
@@ -137,6 +146,14 @@ export class Table {
     }
     this.wrap.hidden = rows.length === 0;
     replace(this.emptyEl, rows.length === 0 && this.empty ? emptyState(...[].concat(this.empty)) : null);
+    const total = rows.length;
+    rows = rows.slice(0, this.shown);
+    replace(this.moreEl, total > rows.length ? [
+      h("span", { class: "muted" }, `Showing ${rows.length} of ${total}. `),
+      h("button", { type: "button", class: "small", dataset: { key: "show-more" }, onclick: () => {
+        this.shown += this.pageSize;
+        this.renderBody();
+      } }, `Show ${Math.min(this.pageSize, total - rows.length)} more`)] : null);
     replace(this.tbody, rows.map((row) => h("tr", { dataset: { row: this.key(row) } },
       this.columns.map((c) => h(c.header ? "th" : "td", { class: c.num ? "num" : "", scope: c.header ? "row" : null },
         c.render ? c.render(row) : c.value(row))))));

@@ -6,7 +6,7 @@ import { sparkline, TimeChart } from "../charts.js";
 import { h, link } from "../dom.js";
 import { duration, ms, num, pct, plural, rate } from "../format.js";
 import { rangeQuery, session } from "../session.js";
-import { badge, card, code, emptyState, Region, Table, tiles } from "../ui.js";
+import { badge, card, code, emptyState, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
 
 const METRICS = [
   ["Ingested", (p) => p.ingestedPerSecond, rate],
@@ -22,9 +22,6 @@ const METRICS = [
   ["Pool connections in use", (p) => p.dbPoolActive, num],
   ["Pool free slots (min)", (p) => p.minFreeSlots, num],
 ];
-
-export const PUSH_EXAMPLE = `curl -X POST ${location.origin}/api/v1/push -H 'content-type: application/json' \\
-  -d '{"items":[{"queue":"orders","payload":{"orderId":1}}]}'`;
 
 export default function overview({ main }) {
   const totals = new Region({ id: "overview-totals" });
@@ -119,9 +116,7 @@ export default function overview({ main }) {
       rangeLabel.textContent = `over the last ${session.settings.range}`;
       const s = await get("/api/v1/status", rangeQuery());
       const points = s.throughput;
-      throughput.update(points);
-      lag.update(points);
-      dlq.update(points);
+      await Promise.all([throughput.update(points), lag.update(points), dlq.update(points)]);
       metrics.update(METRICS.map(([name, value, format]) => {
         const values = points.map(value);
         return { name, format, values, latest: values[values.length - 1], peak: Math.max(...values) };

@@ -3,8 +3,7 @@
 import { get } from "../api.js";
 import { h, link } from "../dom.js";
 import { ago, num } from "../format.js";
-import { code, emptyState, Region, Table } from "../ui.js";
-import { PUSH_EXAMPLE } from "./overview.js";
+import { code, PUSH_EXAMPLE, Region, Table } from "../ui.js";
 
 const LIMIT = 1000;
 
@@ -15,6 +14,7 @@ export default function queues({ main, query }) {
     label: "Queues",
     key: (q) => q.name,
     sort: "pending",
+    pageSize: 100,
     columns: [
       { key: "name", label: "Queue", header: true, value: (q) => q.name, render: (q) => link(["queues", q.name], q.name) },
       { key: "namespace", label: "Namespace", value: (q) => q.namespace || "", render: (q) => q.namespace || "–" },
@@ -51,15 +51,19 @@ export default function queues({ main, query }) {
       h("label", {}, "Name", search), h("label", {}, "Namespace", namespace), h("label", {}, "Task", task)),
     count, region.el);
 
-  let facetsLoaded = false;
-  async function loadFacets() {
-    if (facetsLoaded) return;
-    const [ns, ts] = await Promise.all([get("/api/v1/resources/namespaces"), get("/api/v1/resources/tasks")]);
-    for (const n of ns.namespaces) namespace.append(h("option", { value: n.namespace }, n.namespace));
-    for (const t of ts.tasks) task.append(h("option", { value: t.task }, t.task));
-    namespace.value = filters.namespace;
-    task.value = filters.task;
-    facetsLoaded = true;
+  // The namespace and task choices come from the queues listed (each names its own), so the
+  // page asks the broker for one list only.
+  const facets = { namespace: new Set(), task: new Set() };
+  function addFacets(list) {
+    for (const [field, select] of [["namespace", namespace], ["task", task]]) {
+      const known = facets[field];
+      const fresh = [...new Set([filters[field], ...list.map((q) => q[field])])].filter((v) => v && !known.has(v));
+      for (const value of fresh.sort()) {
+        known.add(value);
+        select.append(h("option", { value }, value));
+      }
+      select.value = filters[field];
+    }
   }
 
   async function load() {
@@ -70,6 +74,7 @@ export default function queues({ main, query }) {
       table.empty = filtered
         ? `No queue matches: clear the filters to see every queue.`
         : ["No queues yet: push a message with the Push button above, or with curl:", code(PUSH_EXAMPLE)];
+      addFacets(list);
       table.update(list);
       count.textContent = list.length === LIMIT
         ? `The first ${LIMIT} queues, newest first: narrow the search to find others.`
@@ -82,8 +87,6 @@ export default function queues({ main, query }) {
 
   return {
     title: "Queues",
-    refresh: async () => {
-      await Promise.all([load(), loadFacets().catch((error) => region.fail(error, "Could not load namespaces and tasks"))]);
-    },
+    refresh: load,
   };
 }
