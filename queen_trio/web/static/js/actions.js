@@ -15,7 +15,8 @@ function done(text) {
 
 export function seekButton(target, label = "Seek…") {
   if (!can("write")) return null;
-  return actionButton(label, () => seek(target), { dataset: { action: "seek", key: `seek-${target.group}-${target.queue}-${target.partition || ""}` } });
+  return actionButton(label, () => seek(target), {
+    label: `Seek ${target.group} on ${target.queue}${target.partition ? `/${target.partition}` : ""}`, dataset: { action: "seek", key: `seek-${target.group}-${target.queue}-${target.partition || ""}` } });
 }
 
 // Move a group's cursor on a queue (or one partition): to the end, or to a time.
@@ -52,8 +53,9 @@ export function seek({ group, queue, partition }) {
 
 export function deleteGroupButton(group, queue) {
   if (!can("admin")) return null;
-  return actionButton(queue ? "Remove from queue…" : "Delete group…", () => deleteGroup(group, queue),
-    { danger: true, dataset: { action: "delete-group", key: `delete-${group}-${queue || ""}` } });
+  return actionButton(queue ? "Remove…" : "Delete group…", () => deleteGroup(group, queue),
+    { danger: true, label: queue ? `Remove ${group} from ${queue}` : `Delete consumer group ${group}`,
+      dataset: { action: "delete-group", key: `delete-${group}-${queue || ""}` } });
 }
 
 export function deleteGroup(group, queue) {

@@ -232,6 +232,8 @@ export function toast(text, tone = "ok") {
 }
 
 // A button shown only when the session may take the action.
-export function actionButton(label, onclick, { danger = false, dataset } = {}) {
-  return h("button", { type: "button", class: danger ? "danger small" : "small", onclick, dataset }, label);
+// `label` names what it acts on, for a screen reader and as a tooltip.
+export function actionButton(text, onclick, { danger = false, dataset, label } = {}) {
+  return h("button", { type: "button", class: danger ? "danger small" : "small", onclick, dataset,
+                       "aria-label": label, title: label }, text);
 }

@@ -64,8 +64,8 @@ export default function overview({ main }) {
     key: (g) => JSON.stringify([g.name, g.queueName]),
     empty: "No consumer group is behind.",
     columns: [
-      { key: "name", label: "Group", header: true, render: (g) => link(["groups", g.name], g.name) },
-      { key: "queue", label: "Queue", render: (g) => link(["queues", g.queueName], g.queueName) },
+      { key: "name", label: "Group / queue", header: true, render: (g) => [link(["groups", g.name], g.name),
+        h("div", { class: "sub" }, link(["queues", g.queueName], g.queueName))] },
       { key: "state", label: "State", render: (g) => badge(g.state) },
       { key: "lag", label: "Left", num: true, render: (g) => num(g.totalLag) },
       { key: "time", label: "Time lag", num: true, render: (g) => duration(g.maxTimeLag) },
