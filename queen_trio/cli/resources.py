@@ -238,7 +238,8 @@ def get_message(connection: Connection, out: Output, partition_id: str,
 @connection_options()
 def delete_message(connection: Connection, out: Output, partition_id: str,
                    transaction_id: str, yes: bool) -> int:
-    """Delete one message. Asks first on a terminal."""
+    """Delete one message: no group gets it any more, no count includes it. Asks first on a
+    terminal. An unknown message exits 5."""
     confirm(f"Delete message {transaction_id}?", yes)
     reply = Api(connection).delete(message_path(partition_id, transaction_id))
     if reply.get("success") is False:
@@ -247,18 +248,25 @@ def delete_message(connection: Connection, out: Output, partition_id: str,
     return Exit.OK
 
 
-@messages.command("retry", epilog=examples("queen-trio messages retry 0190a1b2-... order-8891"))
+@messages.command("retry", epilog=examples(
+    "queen-trio messages retry 0190a1b2-... order-8891",
+    "queen-trio messages retry 0190a1b2-... order-8891 --group billing"))
 @click.argument("partition_id")
 @click.argument("transaction_id")
+@click.option("--group", help="this group's dead letter (default: every group's)")
 @output_options
 @connection_options()
 def retry_message(connection: Connection, out: Output, partition_id: str,
-                  transaction_id: str) -> int:
-    """Deliver a dead-lettered (or failed) message again."""
-    reply = Api(connection).post(f"{message_path(partition_id, transaction_id)}/retry")
+                  transaction_id: str, group: str | None) -> int:
+    """Deliver a dead letter again: the group's next pop of the partition gets it first. A
+    message no group dead-lettered exits 5."""
+    reply = Api(connection).post(f"{message_path(partition_id, transaction_id)}/retry",
+                                 consumerGroup=group)
     if reply.get("success") is False:
         raise CliError(reply.get("error") or reply.get("message") or "not retried")
-    out.say(f"message {transaction_id} will be delivered again", reply, transaction_id)
+    groups = ", ".join(reply.get("consumerGroups") or []) or "-"
+    out.say(f"message {transaction_id} will be delivered again to {groups}", reply,
+            transaction_id)
     return Exit.OK
 
 

@@ -79,14 +79,14 @@ async def test_probes_resources_and_groups_in_every_format(http_url, client):
     assert dlq.status == 4 and dlq.out.strip() == "[]"
     first = delivered["messages"][0]
     ids = (first["partitionId"], first["transactionId"])
-    got, deleted, retried = await gather(
-        run_cli("messages", "get", *ids, *s, "-o", "json"),
-        run_cli("messages", "delete", *ids, "--yes", *s),
-        run_cli("messages", "retry", *ids, *s))
+    got, not_dead = await gather(run_cli("messages", "get", *ids, *s, "-o", "json"),
+                                 run_cli("messages", "retry", *ids, *s))
     assert got.json()["payload"] == {"n": 1} and got.json()["transactionId"] == "t1"
-    # Routes the broker does not build yet: a refusal (1), naming it, not an outage (6).
-    for not_built in (deleted, retried):
-        assert not_built.status == 1 and "501" in not_built.err, not_built
+    assert not_dead.status == 5 and "Dead letter not found" in not_dead.err
+    deleted = await run_cli("messages", "delete", *ids, "--yes", *s, "-o", "table")
+    assert (deleted.status, deleted.out) == (0, "message t1 deleted\n")
+    gone = await run_cli("messages", "get", *ids, *s)
+    assert gone.status == 5 and "Message not found" in gone.err
 
 
 async def test_queue_configure_seek_replay_and_deletes(http_url, client):
