@@ -63,9 +63,10 @@ def wait_http(url: str, timeout: float = 60) -> None:
 
 
 @contextmanager
-def process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | None = None):
+def process(cmd: list[str], env: dict[str, str] | None = None, ready_url: str | None = None,
+            cwd: Path = ROOT):
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.Popen(cmd, env=full_env, cwd=ROOT)
+    proc = subprocess.Popen(cmd, env=full_env, cwd=cwd)
     try:
         if ready_url:
             wait_http(ready_url)
@@ -99,9 +100,21 @@ def free_ports(count: int) -> int:
 
 @contextmanager
 def broker(database_url: str, extra_env: dict[str, str] | None = None, *, workers: int = 1,
-           app: str | None = None):
+           app: str | None = None, code: Path | None = None):
     """`queen-trio serve --workers N --worker-ports BASE` (with `app`: `--app app`, no
-    database): yields (shared URL, process, one URL per worker), every worker serving."""
+    database): yields (shared URL, process, one URL per worker), every worker serving.
+    `code`: a checkout of another version of queen-trio to run instead (its directory comes
+    first on the broker's import path; plain `serve`, which every version has)."""
+    if code is not None:
+        port = free_port()
+        env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
+               "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-")}
+        cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
+               str(port)]
+        url = f"http://127.0.0.1:{port}"
+        with process(cmd, env, url + "/health", cwd=code) as proc:
+            yield url, proc, [url]
+        return
     port, base = free_port(), free_ports(workers)
     env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
            "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"), **(extra_env or {})}
@@ -161,13 +174,22 @@ def tree_cpu_seconds(pid: int) -> float:
 
 
 def tree_rss_mb(pid: int) -> float:
+    """Memory of a process tree: the sum of its processes' PSS (shared pages split between
+    the processes that map them, so PostgreSQL's shared buffers count once), or of their RSS
+    where smaps_rollup cannot be read."""
     total = 0
     for member in process_tree(pid):
         try:
-            status = Path(f"/proc/{member}/status").read_text()
+            text = Path(f"/proc/{member}/smaps_rollup").read_text()
+            found = re.search(r"^Pss:\s+(\d+)", text, re.M)
         except OSError:
-            continue
-        found = re.search(r"VmRSS:\s+(\d+)", status)
+            found = None
+        if found is None:
+            try:
+                text = Path(f"/proc/{member}/status").read_text()
+            except OSError:
+                continue
+            found = re.search(r"VmRSS:\s+(\d+)", text)
         total += int(found.group(1)) if found else 0
     return total / 1024
 
@@ -191,7 +213,8 @@ def postmaster_pid(database_url: str) -> int | None:
 
 
 class TreeRss:
-    """Peak RSS of a process tree (every worker, or every PostgreSQL backend), every 100 ms."""
+    """Peak memory (PSS, tree_rss_mb) of a process tree (every worker, or every PostgreSQL
+    backend), sampled every 100 ms."""
 
     def __init__(self, *pids: int) -> None:
         self.pids = pids

@@ -2,6 +2,7 @@
 
     python bench/cpu.py [--workers 1] [--seconds 5] [--rounds 3] [--connections 64]
                         [--cases push1,push10,autoack1,popack1,empty] [--no-crossing]
+                        [--before PATH]
 
 Each case runs wrk for `--seconds` against one `queen-trio serve --workers N`, and reads the
 CPU seconds (user + system, from /proc, reaped children included) of every broker process,
@@ -18,6 +19,10 @@ figure's median over the rounds and its spread (min to max). It also measures th
 trio-asyncio crossing: CPU per `SELECT 1` with 8 concurrent callers through the broker's own
 Database (trio, trio-asyncio, asyncpg) against plain asyncio and asyncpg.
 
+`--before PATH` also runs every broker case against the queen-trio checked out at PATH (a
+`git worktree add PATH <commit>`), on a database of its own, in the same alternating rounds:
+the before and after of a change, through the same noise.
+
 Results go to bench/results/cpu.json (cpu-workers-N.json with more than one worker).
 """
 
@@ -27,6 +32,8 @@ import argparse
 import json
 import statistics
 import time
+from contextlib import ExitStack
+from pathlib import Path
 
 from common import (
     broker,
@@ -125,37 +132,51 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--cases", default="push1,push10,autoack1,popack1,empty")
     parser.add_argument("--no-crossing", action="store_true")
+    parser.add_argument("--before", type=Path, help="a checkout of the code to compare with")
     args = parser.parse_args()
     cases = args.cases.split(",")
+    if args.before is not None:
+        cases += [f"before:{c}" for c in cases if c != "empty"]
     runs: dict[str, list[dict]] = {c: [] for c in cases}
     results: dict = {"workers": args.workers, "seconds": args.seconds, "rounds": args.rounds,
                      "connections": args.connections}
     push1, push10 = lua_script(1, 100), lua_script(10, 100)
-    with database() as db_url, broker(db_url, workers=args.workers) as (url, proc, _), \
-            served_app(args.workers) as (ceiling_url, ceiling, _):
+    with ExitStack() as stack:
+        db_url = stack.enter_context(database())
+        url, proc, _ = stack.enter_context(broker(db_url, workers=args.workers))
+        ceiling_url, ceiling, _ = stack.enter_context(served_app(args.workers))
         pg = postmaster_pid(db_url)
+        if args.before is not None:
+            old_db = stack.enter_context(database())
+            old_url, old_proc, _ = stack.enter_context(broker(old_db, code=args.before))
+            old = {"url": old_url, "pid": old_proc.pid, "db": old_db,
+                   "pg": postmaster_pid(old_db)}
         common = {"seconds": args.seconds, "connections": args.connections}
         wrk(url + "/api/v1/push", push1, connections=args.connections, seconds=2)  # warm-up
         for r in range(args.rounds):
             for case in cases:
                 log(f"round {r + 1}/{args.rounds}: {case}")
-                if case in ("push1", "push10"):
-                    batch = 1 if case == "push1" else 10
-                    run = measure(url + "/api/v1/push", push1 if batch == 1 else push10,
-                                  broker_pid=proc.pid, pg_pid=pg, **common)
+                name = case
+                target = {"url": url, "pid": proc.pid, "db": db_url, "pg": pg}
+                if case.startswith("before:"):
+                    name, target = case.split(":", 1)[1], old
+                if name in ("push1", "push10"):
+                    batch = 1 if name == "push1" else 10
+                    run = measure(target["url"] + "/api/v1/push", push1 if batch == 1 else push10,
+                                  broker_pid=target["pid"], pg_pid=target["pg"], **common)
                     run["messages"] = run["units"] * batch
                     run["postgres_us_per_message"] = round(
                         run["postgres_cpu_s"] / max(run["messages"], 1) * 1e6, 1)
-                elif case in ("autoack1", "popack1"):
-                    queue = f"bench.cpu.{case}.{r}"
+                elif name in ("autoack1", "popack1"):
+                    queue = f"bench.cpu.{name}.{r}"
                     # Enough for a run (wrk stops with pops in flight: a queue per run).
-                    prefill(url, queue, 100, int(40 * args.seconds), PAYLOAD)
-                    script = (AUTOACK_LUA if case == "autoack1" else POPACK_LUA) % (queue, 1)
-                    count = None if case == "autoack1" else (
-                        lambda q=queue: consumed(db_url, q))
-                    run = measure(url, lua_file(script), broker_pid=proc.pid, pg_pid=pg,
-                                  count=count, **common)
-                elif case == "empty":
+                    prefill(target["url"], queue, 100, int(40 * args.seconds), PAYLOAD)
+                    script = (AUTOACK_LUA if name == "autoack1" else POPACK_LUA) % (queue, 1)
+                    count = None if name == "autoack1" else (
+                        lambda q=queue, d=target["db"]: consumed(d, q))
+                    run = measure(target["url"], lua_file(script), broker_pid=target["pid"],
+                                  pg_pid=target["pg"], count=count, **common)
+                elif name == "empty":
                     run = measure(ceiling_url + "/api/v1/push", push1,
                                   broker_pid=ceiling.pid, pg_pid=None, **common)
                 else:
@@ -169,9 +190,10 @@ def main() -> None:
     results["summary"] = {case: {key: summarise(rs, key) for key in (
         "broker_us_per_unit", "postgres_us_per_unit", "requests_per_s")}
         for case, rs in runs.items()}
-    if "push1" in runs:
-        results["summary"]["push1"]["postgres_us_per_message"] = summarise(
-            runs["push1"], "postgres_us_per_message")
+    for case in ("push1", "before:push1"):
+        if case in runs:
+            results["summary"][case]["postgres_us_per_message"] = summarise(
+                runs[case], "postgres_us_per_message")
     name = "cpu" if args.workers == 1 else f"cpu-workers-{args.workers}"
     path = write_results(name, results)
     empty = results["summary"].get("empty", {}).get("broker_us_per_unit", {}).get("median")

@@ -14,7 +14,8 @@ Columns, per row:
   cursors; each run on a prefilled queue of its own);
 - push -> consume p50/p99 (ms) with one waiting consumer; with 2 workers the producer talks to
   worker 1 and the consumer to worker 2;
-- peak RSS (MB) of the broker's processes (supervisor and workers) and of PostgreSQL's;
+- peak memory (MB, PSS: shared pages counted once) of the broker's processes (supervisor
+  and workers) and of PostgreSQL's;
 - the CPU split over the throughput runs: broker, PostgreSQL and wrk, as shares of the total,
   and the total CPU per request;
 - CPU per request (µs) of the broker for push batch 1, pop+ack batch 1 (per pair) and the
@@ -109,7 +110,7 @@ def median_row(rows: list[dict]) -> dict:
 
 def markdown(table: dict[int, dict]) -> str:
     head = ("| workers | push b1 | push b10 | push b100 | autoAck b1 | autoAck b10 | "
-            "pop+ack b1 | pop+ack b10 | push→consume p50/p99 ms | peak RSS MB broker / PG | "
+            "pop+ack b1 | pop+ack b10 | push→consume p50/p99 ms | peak PSS MB broker / PG | "
             "CPU broker / PG / wrk | CPU µs per request |")
     lines = [head, "|" + "---:|" * 12]
     for workers, r in table.items():

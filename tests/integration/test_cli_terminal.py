@@ -153,9 +153,9 @@ async def test_tokens_refused_and_a_context_token_kept_from_other_servers(databa
         assert accepted.status == 4 and accepted.json() == [], accepted
 
 
-async def test_a_serving_process_never_imports_the_client_libraries(database_url):
+async def test_a_serving_process_never_imports_the_client_libraries(database_url, workers):
     env = {"DATABASE_URL": database_url, "PYTHONPROFILEIMPORTTIME": "1"}
-    async with running_broker(env) as broker, httpx.AsyncClient(base_url=broker.url) as c:
+    async with running_broker(env, workers=workers) as broker, httpx.AsyncClient(base_url=broker.url) as c:
         assert (await c.post("/api/v1/push", json={"items": [
             {"queue": "q", "payload": 1}]})).status_code == 201
         assert (await c.get("/api/v1/pop/queue/q", params={"autoAck": "true"})).status_code \

@@ -61,10 +61,10 @@ async def test_the_spool_directory_is_shown_to_admins_only(database_url):
             assert r.json()["directory"].startswith("/")
 
 
-async def test_an_open_port_without_authentication_is_warned_about(database_url):
-    async with running_broker({"DATABASE_URL": database_url},
-                              args=["--host", "0.0.0.0"]) as open_broker_process:
+async def test_an_open_port_without_authentication_is_warned_about(database_url, workers):
+    async with running_broker({"DATABASE_URL": database_url}, args=["--host", "0.0.0.0"],
+                              workers=workers) as open_broker_process:
         await open_broker_process.wait_for_output("authentication off")
-    async with running_broker({"DATABASE_URL": database_url}) as loopback:
+    async with running_broker({"DATABASE_URL": database_url}, workers=workers) as loopback:
         pass
     assert "authentication off" not in loopback.output()
