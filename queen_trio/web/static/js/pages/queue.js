@@ -72,7 +72,7 @@ export default function queue({ main, params }) {
     head.el,
     card("Partitions", { id: "partitions" }, partitionsRegion.el),
     card("Consumer groups", { id: "groups", subtitle: "each group's cursor on every partition" }, groupsRegion.el),
-    h("div", { class: "columns" },
+    h("div", { class: "columns wide-first" },
       card("Newest messages", { id: "recent", actions: link(["messages"], "All messages", { queue: name }) }, messagesRegion.el),
       card("Configuration", { id: "config" }, config.el)),
   );
