@@ -20,7 +20,9 @@ async def push(client, queue: str, *payloads: Any, partition: str = "Default",
 
 async def pop(client, queue: str, partition: str | None = None, **params: Any):
     path = f"/api/v1/pop/queue/{queue}" + (f"/partition/{partition}" if partition else "")
-    query = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items()}
+    # None leaves a parameter out (consumerGroup=None is queue mode, not a group named "None").
+    query = {k: (str(v).lower() if isinstance(v, bool) else str(v))
+             for k, v in params.items() if v is not None}
     r = await client.get(path, params=query, timeout=60)
     if r.status_code == 204:
         assert r.content == b""
