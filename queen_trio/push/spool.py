@@ -260,10 +260,13 @@ class Spool:
             for r in records:
                 self._pending[(r.queue, r.partition)] += 1
 
-    async def seal(self) -> None:
-        """New writes go to a new file (the replay takes the sealed ones)."""
+    async def seal(self) -> list[Path]:
+        """New writes go to a new file; the files sealed, which no append reopens. Listed
+        under the write lock: a file an append opens after this is not one of them (a replay
+        that took it would remove it under records appended after its read)."""
         async with self._write_lock:
             self._active = None
+            return await trio.to_thread.run_sync(self.files)
 
     async def discard(self) -> None:
         """Delete every spooled record, failed or not, and the partitions' held markers, and
@@ -293,10 +296,10 @@ class Spool:
             return await self._replay_sealed(db, queues, cipher)
 
     async def _replay_sealed(self, db: Database, queues: Queues, cipher: PayloadCipher) -> int:
-        await self.seal()
+        sealed = await self.seal()
         landed = 0
         cache: dict[Path, tuple[tuple[int, int], list[SpoolRecord]]] = {}
-        for path in await trio.to_thread.run_sync(self.files):
+        for path in sealed:
             records = await trio.to_thread.run_sync(_read_all, path)
             mine = Counter((r.queue, r.partition) for r in records)  # in order of appearance
             for key in mine:

@@ -239,3 +239,29 @@ async def test_spool_disk_io_runs_in_worker_threads(database_url):
         watching = False
     assert on_loop == []
     assert len(os.listdir(settings.spool_directory / "failed")) == 2  # the records and why
+
+
+async def test_records_appended_while_a_replay_runs_all_land_in_order(database_url):
+    """Appends race the replay: every round seals the file being appended to and replays the
+    files sealed then, never one that a later append reopens (a replay that took the new file
+    removed it with the records appended after its read: lost, and the spool's counts forgot
+    the partition, so later pushes committed ahead of what was left)."""
+    settings = make_settings(database_url)
+    per_partition, partitions = 60, 4
+    async with broker_client(settings) as (broker, _):
+
+        async def appender(partition: str) -> None:
+            for n in range(per_partition):
+                await broker.spool.append([record("race", partition, f"{partition}-{n}",
+                                                  payload=str(n).encode())])
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            for p in range(partitions):
+                nursery.start_soon(appender, f"p{p}")
+        await drained(broker)
+        stored = {f"p{p}": [m.frame.transaction_id
+                            for m in await stored_messages(broker.db, "race", f"p{p}")]
+                  for p in range(partitions)}
+    assert stored == {f"p{p}": [f"p{p}-{n}" for n in range(per_partition)]
+                      for p in range(partitions)}
