@@ -176,7 +176,7 @@ def main() -> None:
         built = asyncio.run(build(url, args.messages, args.partitions, args.groups,
                                   args.segment))
         log(f"built in {built:.1f} s")
-        with broker(url) as (base, _proc):
+        with broker(url) as (base, _proc, _):
             results = measure(base, args.requests)
     print(f"\n{'route':28} {'p50 ms':>8} {'p99 ms':>8} {'target':>7}  met")
     for name, r in results.items():

@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--fresh-browser", action="store_true")
     args = parser.parse_args()
-    with database() as url, broker(url) as (base, _proc):
+    with database() as url, broker(url) as (base, _proc, _):
         started = time.monotonic()
         push_queues(base, queues=args.queues, messages=args.messages)
         # A group on every tenth queue reads half of it.

@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    with database() as url, broker(url) as (base, _proc):
+    with database() as url, broker(url) as (base, _proc, _):
         async def populate():  # type: ignore[no-untyped-def]
             async with httpx.AsyncClient(base_url=base, timeout=30) as client:
                 return await seed(client)
