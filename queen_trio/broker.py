@@ -156,6 +156,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
         stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
     )
     broker.sampler.source = broker.figures
+    broker.sampler.forget_queues = activity.forget_queues
     return broker
 
 

@@ -26,7 +26,13 @@ INT32_MAX = 2**31 - 1
 
 _ANY_JSON = msgspec.json.Decoder()
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
-_INTEGER = re.compile(r"-?\d+")
+# ASCII digits only (`\\d` takes any script's, and int() more than that); past this many
+# digits no bound fits, and int() refuses thousands of them.
+_INTEGER = re.compile(r"-?([0-9]+)")
+MAX_DIGITS = 20
+# The years a request's timestamp may name (in UTC): the broker adds and subtracts minutes
+# and hours, and datetime holds years 1 to 9999 only.
+EARLIEST_YEAR, LATEST_YEAR = 1, 9998
 _STRUCTURE = re.compile(rb'[\[\]{}"\\]')
 
 
@@ -162,12 +168,12 @@ def query_int(query: Mapping[str, str], key: str, default: int, *, minimum: int,
     raw = query.get(key)
     if raw is None:
         return default
-    if not _INTEGER.fullmatch(raw.strip()):
+    match = _INTEGER.fullmatch(raw.strip())
+    if match is None:
         raise BadRequest(f"{key} must be an integer")
-    value = int(raw)
-    if not minimum <= value <= maximum:
+    if len(match.group(1)) > MAX_DIGITS or not minimum <= int(match.group()) <= maximum:
         raise BadRequest(f"{key} must be between {minimum} and {maximum}")
-    return value
+    return int(match.group())
 
 
 @attrs.frozen
@@ -188,7 +194,8 @@ def pagination(query: Mapping[str, str], *, default_limit: int, max_limit: int) 
 # -- timestamps --------------------------------------------------------------------------------
 
 def parse_timestamp(text: str, label: str) -> dt.datetime:
-    """ISO-8601; a trailing Z is UTC (Python 3.10 rejects it), a naive time is UTC."""
+    """ISO-8601, in UTC; a trailing Z is UTC (Python 3.10 rejects it), a naive time is UTC.
+    A time outside the years EARLIEST_YEAR..LATEST_YEAR (in UTC) is a BadRequest."""
     candidate = text.strip()
     if candidate.endswith(("Z", "z")):
         candidate = candidate[:-1] + "+00:00"
@@ -198,7 +205,25 @@ def parse_timestamp(text: str, label: str) -> dt.datetime:
         raise BadRequest(f"{label} is not an ISO-8601 timestamp: {text!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed
+    refusal = BadRequest(f"{label} must be in the years {EARLIEST_YEAR} to {LATEST_YEAR} "
+                         f"(UTC): {text!r}")
+    try:
+        utc = parsed.astimezone(dt.timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00:00+05:00 is in year 0 in UTC
+        raise refusal from None
+    if not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:
+        raise refusal
+    return utc
+
+
+def before(at: dt.datetime, span: dt.timedelta, label: str) -> dt.datetime:
+    """`span` before `at` (a time parsed from `label`): a BadRequest naming `label` when that
+    is before year 1."""
+    try:
+        return at - span
+    except OverflowError:
+        raise BadRequest(f"{label} is too early: {span} before it is before year "
+                         f"{EARLIEST_YEAR}") from None
 
 
 def utc_now() -> dt.datetime:

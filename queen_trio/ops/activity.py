@@ -4,6 +4,11 @@ request latencies per route and the lane's segment and bundle sizes.
 The web layer and the lane's commit hook record here; nothing here touches the database. The
 stats sampler (ops/stats.py) turns these cumulative counts into per-interval samples, and the
 metrics routes (ops/metrics.py) expose them.
+
+Everything is keyed by a bounded set: the web layer names methods from a fixed list and routes
+by their templates, and per-queue counts are kept for queues that exist. A pop may name any
+queue; an empty one adds a queue only while fewer than MAX_QUEUES are counted, and the sampler
+drops the queues the database does not have (made up, or deleted since).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 # Messages per segment and segments per bundle.
 SEGMENT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 BUNDLE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Past this many queues counted, an empty pop of a queue not counted yet counts only in the
+# totals (nothing proves its queue exists; the sampler prunes the ones that do not).
+MAX_QUEUES = 10_000
 
 
 @attrs.frozen
@@ -147,7 +155,7 @@ class Activity:
         messages = [] if reply is None else reply["messages"]
         if not messages:
             self._counts["pop_empty"] += 1
-            if queue is not None:
+            if queue is not None and (queue in self._queues or len(self._queues) < MAX_QUEUES):
                 counts = self._queue(queue)
                 counts.pop_requests += 1
                 counts.pop_empty += 1
@@ -194,6 +202,19 @@ class Activity:
                 self._queue(result["queueName"]).pushed += 1
         self.record_acks(ack_statuses, [r for r in results if r.get("type") == "ack"],
                          request=False)
+
+    def forget_queues(self, names: Iterable[str],
+                      unchanged_since: Mapping[str, QueueActivity]) -> list[str]:
+        """Drop the counts of queues that do not exist (deleted, or named by a pop only), of
+        those with nothing counted since the snapshot `unchanged_since`; the names dropped."""
+        dropped = []
+        for name in names:
+            counts = self._queues.get(name)
+            if counts is not None and name in unchanged_since and (
+                    QueueActivity(**attrs.asdict(counts)) == unchanged_since[name]):
+                del self._queues[name]
+                dropped.append(name)
+        return dropped
 
     # -- recorded by the lane's commit hook ----------------------------------------------------
 

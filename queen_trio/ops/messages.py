@@ -64,6 +64,7 @@ class MessageQuery:
 
 
 def _end_of_minute(at: dt.datetime) -> dt.datetime:
+    # A parsed time is before year 9999 (wire.LATEST_YEAR): a minute more fits.
     floor = at.replace(second=0, microsecond=0)
     return floor if floor == at else floor + dt.timedelta(minutes=1)
 
@@ -79,7 +80,7 @@ def parse_list(query: Mapping[str, str], *, default_limit: int = 200,
     if query.get("from"):
         start = wire.parse_timestamp(query["from"], "from")
     else:
-        start = _DAWN if window is None else end - window
+        start = _DAWN if window is None else wire.before(end, window, "to")
     if window is None and not query.get("to"):
         end = _NEVER
     if start > end:
@@ -289,12 +290,14 @@ async def list_messages(db: Database, q: MessageQuery) -> dict[str, Any]:
             entries = await _dead_page(conn, q, partition_ids)
         else:
             entries = await _frames_page(conn, q, partition_ids, known)
-        pids = sorted({pid for pid, *_ in entries})
-        infos = {r["id"]: r for r in await Q.message_partition_info.fetch(conn,
-                                                                          partition_ids=pids)}
+        infos = {r["id"]: r for r in await Q.message_partition_info.fetch(
+            conn, partition_ids=sorted({pid for pid, *_ in entries}))}
+        # A partition the reclaimer deleted meanwhile takes its messages with it (dead
+        # letters have no foreign key to it).
+        entries = [e for e in entries if e[0] in infos]
         await _load(conn, known, [{"partition_id": pid, "first_offset": off,
                                    "message_count": 1} for pid, off, *_ in entries],
-                    need_dead=any(infos[p]["has_dead"] for p in pids))
+                    need_dead=any(info["has_dead"] for info in infos.values()))
         queue_ids = None if not q.filtered else sorted({i["queue_id"] for i in infos.values()})
         messages = [_entry(infos[pid], known, pid, offset, fields, created)
                     for pid, offset, fields, created in entries]
@@ -359,7 +362,8 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
         frame_bytes = dead[0]["frame"]  # retention removed the segment; the DLQ kept a copy
     if row is None or frame_bytes is None:
         raise NotFound("Message not found")
-    frame = next(framing.unpack(frame_bytes))
+    fields = next(framing.fields_between(frame_bytes, [len(frame_bytes)]))
+    payload, problem = _open(cipher, fields)
     offset = row["message_offset"]
     known = _Partitions()
     known.groups[pid] = [_Position(s["consumer_group"], s["cursor_offset"], s["leased_until"],
@@ -379,17 +383,17 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
     named = [g for g in known.groups[pid] if g.group != wire.QUEUE_MODE]
     has_queue_mode = len(named) != len(known.groups[pid])
     created = row["created_at"] or dead[0]["message_created_at"]
+    readable = not isinstance(fields, framing.Undecodable)
+    message_id, _txid, trace, sub, encrypted, _payload = _readable(fields)
     return {
-        "id": str(frame.message_id), "transactionId": frame.transaction_id,
+        "id": message_id, "transactionId": txid,
         "partitionId": str(pid), "queuePath": f"{row['queue_name']}/{row['partition_name']}",
         "queue": row["queue_name"], "partition": row["partition_name"],
         "namespace": row["namespace"] or None, "task": row["task"] or None,
         "status": status,
-        "payload": msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted
-                               else frame.payload),
-        "isEncrypted": frame.encrypted,
-        "traceId": None if frame.trace_id is None else str(frame.trace_id),
-        "producerSub": frame.producer_sub, "createdAt": wire.format_millis(created),
+        "payload": payload, "payloadError": problem,
+        "isEncrypted": encrypted if readable else None,
+        "traceId": trace, "producerSub": sub, "createdAt": wire.format_millis(created),
         "errorMessage": dead[0]["error_message"] if dead else None,
         "retryCount": (dead[0]["retry_count"] if dead else
                        reference.retry_count if reference is not None
@@ -471,12 +475,17 @@ async def retry_message(db: Database, cipher: PayloadCipher, wakeups: WakeRegist
 
 def _undeliverable(cipher: PayloadCipher, frame: bytes) -> str | None:
     """Why a dead letter's frame cannot be delivered again, or None."""
-    fields = next(framing.fields_between(frame, [len(frame)]))
+    return _open(cipher, next(framing.fields_between(frame, [len(frame)])))[1]
+
+
+def _open(cipher: PayloadCipher, fields: framing.Fields | framing.Undecodable
+          ) -> tuple[msgspec.Raw | None, str | None]:
+    """A frame's payload, decrypted, or None and why it cannot be read."""
     if isinstance(fields, framing.Undecodable):
-        return fields.reason
-    if fields[4]:
-        try:
-            cipher.decrypt(fields[5])
-        except Exception:
-            return "its payload does not decrypt"
-    return None
+        return None, fields.reason
+    if not fields[4]:
+        return msgspec.Raw(fields[5]), None
+    try:
+        return msgspec.Raw(cipher.decrypt(fields[5])), None
+    except Exception:  # a changed or missing key (InvalidTag, or ValueError naming why)
+        return None, "its payload does not decrypt with this broker's key"

@@ -79,9 +79,10 @@ def parse_range(query: Mapping[str, str], *, default_span: dt.timedelta = dt.tim
     end = wire.utc_now()
     if query.get("to"):
         end = wire.parse_timestamp(query["to"], "to")
-    start = end - default_span
     if query.get("from"):
         start = wire.parse_timestamp(query["from"], "from")
+    else:
+        start = wire.before(end, default_span, "to")
     if start > end:
         raise BadRequest("from must not be after to")
     if interval is None and query.get("bucketMinutes"):
@@ -93,7 +94,9 @@ def parse_range(query: Mapping[str, str], *, default_span: dt.timedelta = dt.tim
 
 
 def _bucket_minutes(text: str) -> int:
-    if not text.isdigit() or int(text) not in BUCKET_MINUTES:
+    # ASCII digits only: "²" is a digit to str.isdigit() and not to int().
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or (
+            int(text) not in BUCKET_MINUTES):
         raise BadRequest("bucketMinutes must be one of "
                          + ", ".join(str(m) for m in BUCKET_MINUTES))
     return int(text)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import asyncpg
@@ -55,8 +55,13 @@ class StatsSampler:
         self._db = db
         self.identity = identity
         self._interval = interval
-        # Set by the composition root: every service's statistics, gathered.
+        # Set by the composition root: every service's statistics, gathered; and what drops
+        # the activity counts of queues that do not exist (Activity.forget_queues).
         self.source = source
+        self.forget_queues: Callable[[Collection[str], Mapping[str, QueueActivity]],
+                                     list[str]] | None = None
+        # The queues whose counts were dropped after the last sample written.
+        self._fresh: set[str] = set()
         self._previous: ProcessFigures | None = None
         self._lock = trio.Lock()
         self._samples = self._failures = 0
@@ -127,11 +132,14 @@ class StatsSampler:
         async with self._lock:
             figures = self.source()
             try:
-                await self._db.in_transaction(lambda conn: self._write(conn, figures))
+                missing = await self._db.in_transaction(lambda conn: self._write(conn, figures))
             except Exception as exc:
                 self._failures += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
+            self._fresh = set()
+            if missing and self.forget_queues is not None:
+                self._fresh = set(self.forget_queues(missing, figures.activity.queues))
             # Only a written sample moves the baseline: a failed one is covered by the next.
             self._previous = figures
             self._samples += 1
@@ -140,7 +148,8 @@ class StatsSampler:
             self._lag_count = 0
             return figures.taken_at
 
-    async def _write(self, conn: asyncpg.Connection, now: ProcessFigures) -> None:
+    async def _write(self, conn: asyncpg.Connection, now: ProcessFigures) -> list[str]:
+        """Write the sample; the counted queues the database does not have."""
         before = self._previous
         ident = self.identity
         span = (now.uptime - before.uptime) if before is not None else now.uptime
@@ -176,7 +185,9 @@ class StatsSampler:
             spool_failed=now.spool.failed, long_poll_waiters=now.long_poll_waiters,
             queued_work=now.claims.waiting + now.acks.waiting,
             maintenance=msgspec.json.encode(_maintenance_delta(now, before)).decode())
-        rows = _queue_rows(now, before)
+        missing = [r["name"] for r in await Q.stats_missing_queues.fetch(
+            conn, names=list(now.activity.queues))] if now.activity.queues else []
+        rows = _queue_rows(now, before, set(missing), self._fresh)
         if rows:
             await Q.stats_insert_queue_samples.execute(
                 conn, sampled_at=now.taken_at, worker_id=ident.worker_id,
@@ -190,6 +201,7 @@ class StatsSampler:
             conn, worker_id=ident.worker_id, hostname=ident.hostname, pid=ident.pid,
             started_at=ident.started_at, sampled_at=now.taken_at,
             families=msgspec.json.encode(families).decode())
+        return missing
 
 
 def _maintenance_delta(now: ProcessFigures, before: ProcessFigures | None) -> dict[str, int]:
@@ -205,13 +217,18 @@ def _maintenance_delta(now: ProcessFigures, before: ProcessFigures | None) -> di
     return {kind: n - earlier.get(kind, 0) for kind, n in out.items() if n - earlier.get(kind, 0)}
 
 
-def _queue_rows(now: ProcessFigures, before: ProcessFigures | None) -> list[tuple[Any, ...]]:
-    """(queue, deltas..., waiters) for every queue with traffic or waiters."""
+def _queue_rows(now: ProcessFigures, before: ProcessFigures | None,
+                missing: Collection[str] = (), fresh: Collection[str] = ()
+                ) -> list[tuple[Any, ...]]:
+    """(queue, deltas..., waiters) for every queue with traffic or waiters. A queue the
+    database does not have (`missing`) has no traffic of its own: only its parked long polls
+    count (a consumer may wait for a queue before its first push creates it). A `fresh`
+    queue's counts were dropped after the last sample: they count from zero."""
     earlier: Mapping[str, QueueActivity] = before.activity.queues if before is not None else {}
     rows = []
     for queue in sorted(set(now.activity.queues) | set(now.wakeups.waiting)):
-        a = now.activity.queues.get(queue, _NO_QUEUE)
-        b = earlier.get(queue, _NO_QUEUE)
+        a = _NO_QUEUE if queue in missing else now.activity.queues.get(queue, _NO_QUEUE)
+        b = _NO_QUEUE if queue in fresh else earlier.get(queue, _NO_QUEUE)
         deltas = (a.pushed - b.pushed, a.pop_requests - b.pop_requests,
                   a.pop_empty - b.pop_empty, a.popped - b.popped, a.acked - b.acked,
                   a.nacked - b.nacked, a.ack_failed - b.ack_failed,

@@ -8,15 +8,14 @@ writes (ops/stats.py), so replies carry `statsAge`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import trio
 
 from ..queues.options import FIELDS, QueueOptions
 from ..storage.database import Database
 from ..storage.sql import Q
 from . import resources
+from .concurrently import concurrently
 from .metrics import WorkerIdentity
 from .resources import stamp
 from .series import fill, parse_interval, parse_range
@@ -47,23 +46,14 @@ async def status(db: Database, query: Mapping[str, str], *, identity: WorkerIden
     # Six independent reads, each on a pool connection of its own: the reply waits for the
     # slowest, not for their sum (a thousand queues' series take tens of milliseconds each).
     between = {"range_from": span.start, "range_to": span.end}
-    reads: list[Callable[[], Awaitable[Any]]] = [
+    series, requests, workers, queue_rows, live, errors = await concurrently(
         lambda: db.fetch(Q.status_throughput, **span.params(), queues=queues),
         lambda: db.fetchrow(Q.status_requests, **between),
         lambda: db.fetch(Q.status_workers, **between),
         lambda: db.fetch(Q.status_queues, queues=queues, **between),
         lambda: db.fetchrow(Q.status_live, queues=queues),
         lambda: db.fetch(Q.status_top_errors, queues=queues, **between),
-    ]
-    results: list[Any] = [None] * len(reads)
-
-    async def read(index: int) -> None:
-        results[index] = await reads[index]()
-
-    async with trio.open_nursery() as nursery:
-        for index in range(len(reads)):
-            nursery.start_soon(read, index)
-    series, requests, workers, queue_rows, live, errors = results
+    )
     per_second = span.bucket_seconds
 
     def point(r: Mapping[str, Any] | None) -> dict[str, Any]:

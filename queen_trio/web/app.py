@@ -39,6 +39,10 @@ Handler = Callable[[Request], Awaitable[Response]]
 # Told of every answer: (method, route template, status, seconds).
 Observer = Callable[[str, str, int, float], None]
 UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIONS)
+# The methods an observer is told by name; any other token a client sends is "OTHER", so
+# what is counted per method stays bounded whatever arrives.
+METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
+OTHER_METHOD = "OTHER"
 
 
 @attrs.frozen
@@ -137,7 +141,9 @@ class App:
         await self._send(send, response, gone)
         seconds = time.perf_counter() - started
         if self.observe is not None:
-            self.observe(scope["method"], response.route or UNMATCHED, response.status, seconds)
+            # The route is a registered template (or UNMATCHED), never the raw path.
+            self.observe(observed_method(scope["method"]), response.route or UNMATCHED,
+                         response.status, seconds)
         if access_log.isEnabledFor(logging.INFO):
             log_request(scope["method"], response, seconds)
 
@@ -217,7 +223,7 @@ class App:
             status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)),
                           500)
             response = error_response(status, str(exc))
-            if isinstance(exc, Overloaded):
+            if status == 503:  # the database is back, or the broker caught up: come back
                 response.headers.append((b"retry-after", b"1"))
             return response
         except Exception as exc:
@@ -227,7 +233,9 @@ class App:
     async def _read_body(self, headers: dict[bytes, bytes], receive: Any,
                          gone: trio.Event) -> bytes:
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        # bytes.isdigit() is ASCII digits; thousands of them int() refuses to read.
+        if declared is not None and declared.isdigit() and (
+                len(declared) > wire.MAX_DIGITS or int(declared) > self.max_body_bytes):
             raise HTTPError(413, f"Request body exceeds {self.max_body_bytes} bytes")
         chunks: list[bytes] = []
         size = 0
@@ -245,6 +253,11 @@ class App:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def observed_method(method: str) -> str:
+    """`method` when it is one of METHODS, else OTHER_METHOD."""
+    return method if method in METHODS else OTHER_METHOD
 
 
 def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:

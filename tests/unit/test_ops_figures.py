@@ -9,6 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from queen_trio.errors import BadRequest
+from queen_trio.ops import activity as activity_module
 from queen_trio.ops.activity import Activity, HistogramSnapshot
 from queen_trio.ops.metrics import Family, FamilyBook, merge, render_prometheus
 from queen_trio.ops.series import bucket_minutes_for, fill, parse_range
@@ -33,7 +34,11 @@ def test_a_range_has_a_point_per_bucket():
 
 @pytest.mark.parametrize("query", [{"from": "noon"}, {"to": "later"},
                                    {"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
-                                   {"from": "1990-01-01T00:00:00Z"}])
+                                   {"from": "1990-01-01T00:00:00Z"},
+                                   {"to": "0001-01-01T00:30:00Z"},
+                                   {"to": "9999-12-31T23:59:59Z"},
+                                   {"bucketMinutes": "\u00b2"}, {"bucketMinutes": "\u0661"},
+                                   {"bucketMinutes": "1" * 5000}, {"bucketMinutes": "7"}])
 def test_bad_ranges_are_refused(query):
     with pytest.raises(BadRequest):
         parse_range(query)
@@ -63,6 +68,28 @@ def test_activity_counts_by_outcome_and_queue():
     assert (s.http_requests, s.http_errors) == (2, 1)
     assert s.latency[("GET", "/health")].count == 2
     assert (s.segment_sizes.count, s.segment_sizes.total, s.bundle_sizes.count) == (2, 4.0, 1)
+
+
+def test_an_empty_pop_adds_a_queue_only_while_there_is_room(monkeypatch):
+    monkeypatch.setattr(activity_module, "MAX_QUEUES", 2)
+    a = Activity()
+    for name in ("made-up-1", "made-up-2", "made-up-3"):
+        a.record_pop(name, None)
+    a.record_push([{"status": "queued", "queueName": "real"}])  # a push proves its queue
+    a.record_pop("made-up-1", None)  # counted already: it still counts
+    s = a.statistics()
+    assert sorted(s.queues) == ["made-up-1", "made-up-2", "real"]
+    assert (s.pop_requests, s.pop_empty, s.queues["made-up-1"].pop_empty) == (4, 4, 2)
+
+
+def test_forgetting_queues_keeps_what_was_counted_since_the_snapshot():
+    a = Activity()
+    for name in ("gone", "busy"):
+        a.record_pop(name, None)
+    snapshot = a.statistics().queues
+    a.record_pop("busy", None)  # after the snapshot: the queue may exist by now
+    assert a.forget_queues(["gone", "busy", "never-seen"], snapshot) == ["gone"]
+    assert list(a.statistics().queues) == ["busy"]
 
 
 def test_families_survive_json_and_render_once_per_name():

@@ -4,6 +4,7 @@ field."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 
 import msgspec
@@ -111,6 +112,19 @@ def test_query_int_default_range_and_rejection():
         wire.query_int({"batch": "11"}, "batch", 1, minimum=1, maximum=10)
 
 
+@pytest.mark.parametrize("raw", ["\u0663", "\uff11", "\u00b2", "1\u0661"])
+def test_query_int_takes_ascii_digits_only(raw):
+    """Other scripts' digits (Arabic-Indic, fullwidth) and superscripts are not integers."""
+    with pytest.raises(BadRequest, match="^limit must be an integer$"):
+        wire.query_int({"limit": raw}, "limit", 1, minimum=1, maximum=10)
+
+
+def test_query_int_refuses_thousands_of_digits_as_out_of_range():
+    for raw in ("9" * 5000, "-" + "9" * 5000, "1" + "0" * 20):
+        with pytest.raises(BadRequest, match="^offset must be between 0 and 2147483647$"):
+            wire.query_int({"offset": raw}, "offset", 0, minimum=0, maximum=wire.INT32_MAX)
+
+
 def test_pagination():
     page = wire.pagination({}, default_limit=50, max_limit=100)
     assert page.to_wire() == {"limit": 50, "offset": 0}
@@ -133,6 +147,29 @@ def test_timestamps_are_iso_8601_and_naive_means_utc(text):
 def test_a_bad_timestamp_names_the_field():
     with pytest.raises(BadRequest, match="^from is not an ISO-8601 timestamp: 'yesterday'$"):
         wire.parse_timestamp("yesterday", "from")
+
+
+def test_a_timestamp_comes_back_in_utc():
+    parsed = wire.parse_timestamp("0001-01-01T00:00:00-05:00", "from")
+    assert parsed.utcoffset() == dt.timedelta(0)
+    assert parsed == dt.datetime(1, 1, 1, 5, tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize("text", ["9999-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+                                  "9998-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00",
+                                  "0001-01-01T04:59:59+05:00"])
+def test_a_timestamp_outside_the_years_1_to_9998_in_utc_is_refused(text):
+    refusal = f"to must be in the years 1 to 9998 (UTC): '{text}'"
+    with pytest.raises(BadRequest, match=f"^{re.escape(refusal)}$"):
+        wire.parse_timestamp(text, "to")
+
+
+def test_a_span_before_year_1_names_the_field():
+    at = wire.parse_timestamp("0001-01-01T00:30:00Z", "to")
+    assert wire.before(at, dt.timedelta(minutes=30), "to") == dt.datetime(
+        1, 1, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(BadRequest, match="^to is too early: 1:00:00 before it is before year 1$"):
+        wire.before(at, dt.timedelta(hours=1), "to")
 
 
 def test_reply_timestamps_are_utc_with_micro_or_milliseconds():

@@ -58,7 +58,15 @@ export const get = (path, query) => call("GET", path, { query });
 export const post = (path, body, query) => call("POST", path, { body: body ?? {}, query });
 export const del = (path, query) => call("DELETE", path, { query });
 
-// Path segments of a route, each percent-encoded (names may hold "/", "?" or "#").
+// Path segments of a route, each percent-encoded (names may hold "/", "?" or "#"). A segment
+// encodeURIComponent refuses (a lone surrogate) is an ApiError the page shows, not a crash.
 export function path(...segments) {
-  return segments.map((s, i) => (i === 0 ? s : encodeURIComponent(s))).join("/");
+  return segments.map((s, i) => {
+    if (i === 0) return s;
+    try {
+      return encodeURIComponent(s);
+    } catch {
+      throw new ApiError(0, `${JSON.stringify(String(s))} cannot be part of a URL`, segments[0]);
+    }
+  }).join("/");
 }

@@ -37,7 +37,13 @@ let timer = null;
 function resolve() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [pathPart, queryPart = ""] = raw.split("?");
-  const segments = pathPart ? pathPart.split("/").map((s) => decodeURIComponent(s)) : [];
+  let segments;
+  try {
+    segments = pathPart ? pathPart.split("/").map((s) => decodeURIComponent(s)) : [];
+  } catch {
+    // A malformed escape (#/queues/%, invalid UTF-8): no page lives there.
+    return { page: null, params: {}, query: {} };
+  }
   const query = Object.fromEntries(new URLSearchParams(queryPart));
   for (const [pattern, page] of ROUTES) {
     if (pattern.length !== segments.length) continue;

@@ -87,13 +87,13 @@ export default function message({ main, params }) {
       meta.show(h("p", {}, link(["queues", m.queue], m.queue), ` / ${m.partition} · `, badge(m.status)),
         definitions([
           ["Message id", m.id], ["Partition id", m.partitionId], ["Created", `${time(m.createdAt)} (${m.createdAt})`],
-          ["Producer", m.producerSub || "–"], ["Trace id", m.traceId || "–"], ["Encrypted", m.isEncrypted ? "yes" : "no"],
+          ["Producer", m.producerSub || "–"], ["Trace id", m.traceId || "–"], ["Encrypted", m.isEncrypted === null ? "unknown" : m.isEncrypted ? "yes" : "no"],
           ["Retries", num(m.retryCount)], ["Lease until", m.leaseExpiresAt ? time(m.leaseExpiresAt) : "–"],
           ["Mode", `${m.mode.type}: ${num(m.mode.consumedByGroups)} of ${num(m.mode.busGroupsCount)} named groups done`],
           ["Queue config", `lease ${m.queueConfig.leaseTime} s · ${m.queueConfig.retryLimit} retries · priority ${m.queueConfig.priority}`],
         ]));
-      body.show(m.payload === null && m.isEncrypted
-        ? emptyState("The payload does not decrypt with this broker's key.")
+      body.show(m.payloadError
+        ? emptyState(`The payload cannot be read: ${m.payloadError}.`)
         : code(json(m.payload)));
       groups.update(m.consumerGroups);
       groupsRegion.show(groups.el);
