@@ -227,8 +227,11 @@ def _queue_rows(now: ProcessFigures, before: ProcessFigures | None,
     earlier: Mapping[str, QueueActivity] = before.activity.queues if before is not None else {}
     rows = []
     for queue in sorted(set(now.activity.queues) | set(now.wakeups.waiting)):
-        a = _NO_QUEUE if queue in missing else now.activity.queues.get(queue, _NO_QUEUE)
-        b = _NO_QUEUE if queue in fresh else earlier.get(queue, _NO_QUEUE)
+        if queue in missing:
+            a = b = _NO_QUEUE
+        else:
+            a = now.activity.queues.get(queue, _NO_QUEUE)
+            b = _NO_QUEUE if queue in fresh else earlier.get(queue, _NO_QUEUE)
         deltas = (a.pushed - b.pushed, a.pop_requests - b.pop_requests,
                   a.pop_empty - b.pop_empty, a.popped - b.popped, a.acked - b.acked,
                   a.nacked - b.nacked, a.ack_failed - b.ack_failed,

@@ -154,6 +154,10 @@ async def test_every_page_shows_what_the_api_returns(browser, client, http_url):
 
     await visit(browser, "nowhere", "not-found")
     assert "Page not found" in await browser.text("#main")
+    # A hash that does not percent-decode (a lone %, bytes that are not UTF-8) is no page either.
+    for malformed in ("queues/%", "messages/%E0%A4%A/x", "groups/%FF"):
+        await visit(browser, malformed, "not-found")
+        assert "Page not found" in await browser.text("#main")
 
 
 async def test_phone_width_and_dark_mode(browser, client, http_url):

@@ -14,6 +14,7 @@ from tests.support.brokers import make_settings
 from tests.support.storage import stored_messages
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+OTHER_KEY = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 PAYLOAD = b'{"card":"4111-1111-1111-1111","amount":1.50}'
 
 
@@ -92,3 +93,19 @@ async def test_configure_does_not_warn_with_a_good_key(database_url):
             r = await client.post("/api/v1/configure", json={
                 "queue": "secret", "options": {"encryptionEnabled": True}})
     assert "warnings" not in r.json()
+
+
+@pytest.mark.parametrize("key", [OTHER_KEY, None])
+async def test_a_message_another_key_encrypted_is_shown_without_its_payload(database_url, key):
+    (stored,) = await push_secret(make_settings(database_url, encryption_key=KEY), database_url)
+    async with open_broker(make_settings(database_url, encryption_key=key), database_url) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            (listed,) = (await client.get("/api/v1/messages?queue=vault")).json()["messages"]
+            r = await client.get(f"/api/v1/messages/{listed['partitionId']}/"
+                                 f"{listed['transactionId']}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["payload"], body["isEncrypted"]) == (None, True)
+    assert body["payloadError"] == "its payload does not decrypt with this broker's key"
+    assert body["id"] == str(stored.frame.message_id) and body["status"] == "pending"

@@ -9,7 +9,7 @@ from queen_trio.broker import open_broker
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
 from tests.support.consuming import configure, pop, push
-from tests.support.db import db_execute
+from tests.support.db import db_execute, db_fetchval
 from tests.support.scenarios import GROUP, known_state
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -155,6 +155,37 @@ async def test_one_message_is_decrypted(database_url):
             pid = reply["partitionId"]
             body = (await client.get(f"/api/v1/messages/{pid}/{pushed['transaction_id']}")).json()
             assert body["payload"] == {"card": "4111"} and body["isEncrypted"] is True
+
+
+async def test_a_message_whose_frame_does_not_parse_is_shown_without_its_payload(client,
+                                                                                 broker):
+    await push(client, "frames", {"n": 0}, {"n": 1}, txids=["a", "b"])
+    # Corrupt the second frame's payload length (the 4 bytes at 21..24 of its header).
+    await db_execute(broker.db, """
+        UPDATE queen.segments
+           SET frames = overlay(frames PLACING '\\xffffffff'::bytea FROM frame_ends[1] + 22)""")
+    (b, a) = (await listed(client, "?queue=frames"))["messages"]
+    r = await client.get(f"/api/v1/messages/{b['partitionId']}/b")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["id"], body["transactionId"], body["payload"], body["isEncrypted"]) == (
+        b["id"], "b", None, None)
+    assert body["payloadError"].startswith("undecodable frame")
+    good = (await client.get(f"/api/v1/messages/{a['partitionId']}/a")).json()
+    assert (good["payload"], good["payloadError"]) == ({"n": 0}, None)
+
+
+async def test_dead_letters_of_a_deleted_partition_are_left_out(client, broker):
+    """Dead letters have no foreign key to their partition: the reclaimer's delete leaves
+    them behind."""
+    state = await known_state(client)
+    dead = state["b"]["messages"][0]
+    await db_execute(broker.db, "DELETE FROM queen.partitions WHERE id = $1::uuid",
+                     dead["partitionId"])
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.dead_letters") == 1
+    body = await listed(client, "?status=dead_letter")
+    assert body["messages"] == []
+    assert len((await listed(client))["messages"]) == 9  # a's 5, c's 2, plain's 2
 
 
 async def test_queue_messages_for_the_status_page(client):

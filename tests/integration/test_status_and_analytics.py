@@ -12,6 +12,7 @@ from queen_trio.ops.stats import stats_pass
 from tests.support.brokers import make_settings
 from tests.support.consuming import park_pop, push
 from tests.support.db import db_fetchval
+from tests.support.outage import database_cut_off
 from tests.support.scenarios import known_state
 
 
@@ -58,6 +59,16 @@ async def test_status_summary_after_known_traffic(client, broker):
     assert {q["name"]: q["totalConsumed"] for q in body["queues"]} == {"plain": 0,
                                                                        "shop.orders": 3}
     assert body["statsAge"] == 0 and body["answeredBy"] == broker.identity.worker_id
+
+
+async def test_status_during_a_database_outage_is_503_with_retry_after(client, broker,
+                                                                     admin_url):
+    """Its reads run side by side: the failure of one is the outage, not an ExceptionGroup."""
+    async with database_cut_off(admin_url, broker.settings.database_url):
+        r = await client.get("/api/v1/status")
+        assert r.status_code == 503, r.text
+        assert "database connection unavailable" in r.json()["error"]
+        assert r.headers["retry-after"] == "1"
 
 
 async def test_status_for_one_queue(client):
