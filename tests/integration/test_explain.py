@@ -18,6 +18,8 @@ import asyncpg
 import pytest
 
 from queen_trio.storage import frames
+from tests.support.consuming import ack, pop, push
+from tests.support.db import db_execute
 from tests.support.plans import executed_plans, executions, seq_scans, uses_index
 
 # Deterministic data: every tenth partition of every group has something pending, a third of
@@ -133,3 +135,49 @@ def test_the_retention_scans_read_segments_and_consumer_state_through_their_inde
     for lookup in executions(plans, "SELECT s.created_at FROM queen.segments s",
                              "s.first_offset > p_cursor"):
         assert uses_index(lookup, "segments_pkey"), lookup.describe()
+
+
+# 20,000 more dead letters of the queue's partition, each its own group's and transaction's.
+BIG_DLQ = """
+INSERT INTO queen.dead_letters (queue_id, partition_id, partition_name, consumer_group,
+                                message_offset, message_id, transaction_id, frame,
+                                message_created_at, error_message, retry_count)
+SELECT d.queue_id, d.partition_id, d.partition_name, 'other-' || n, d.message_offset,
+       d.message_id, 'tx-' || n, d.frame, d.message_created_at, d.error_message, d.retry_count
+  FROM queen.dead_letters d, generate_series(1, 20000) n;
+ANALYZE queen.dead_letters;
+"""
+
+
+async def test_an_ack_finds_retried_dead_letters_in_flight_through_their_index(client, broker):
+    async def planned_ack(message):
+        return await broker.db.call(lambda conn: executed_plans(
+            conn, "SELECT * FROM queen.ack_batch($1, $2, $3, $4, $5, $6)", ["g"],
+            [uuid.UUID(message["partitionId"])], [message["transactionId"]], ["completed"],
+            [uuid.UUID(message["leaseId"])], [None]))
+
+    await push(client, "acks", "dead", "live")
+    dead = (await pop(client, "acks", batch=1, consumerGroup="g"))["messages"][0]
+    assert (await ack(client, dead, "dlq", group="g"))["dlq"]
+    await db_execute(broker.db, BIG_DLQ)
+    # Nothing retried in flight, the common case: one probe of an empty index answers it.
+    live = (await pop(client, "acks", batch=1, consumerGroup="g"))["messages"][0]
+    plans, rows = await planned_ack(live)
+    assert [r["success"] for r in rows if r["item_no"] is not None] == [True]
+    (probe,) = executions(plans, "EXISTS (SELECT 1 FROM queen.dead_letters dl "
+                          "WHERE dl.retry_lease_id IS NOT NULL)")
+    assert "dead_letters_retry_lease" in {s.index for s in probe.scans()}, probe.describe()
+    assert "dead_letters" not in seq_scans(probe), probe.describe()
+    # One in flight: settling it reads the dead letters through indexes too.
+    assert (await ack(client, live, group="g"))["success"]
+    r = await client.post(f"/api/v1/messages/{dead['partitionId']}/{dead['transactionId']}/retry")
+    assert r.status_code == 200, r.text
+    copy = (await pop(client, "acks", consumerGroup="g"))["messages"][0]
+    assert copy["transactionId"] == dead["transactionId"]
+    plans, rows = await planned_ack(copy)
+    assert [r["success"] for r in rows if r["item_no"] is not None] == [True]
+    assert any(r["released"] for r in rows)
+    for plan in plans:
+        assert "dead_letters" not in seq_scans(plan), plan.describe()
+    (release,) = executions(plans, "dl.retry_lease_id = cs.lease_id")
+    assert uses_index(release, "dead_letters_retry_lease"), release.describe()

@@ -3,7 +3,12 @@ every count; POST .../retry delivers a dead letter again, first, to its group (i
 
 from __future__ import annotations
 
-from tests.support.consuming import ack, ack_batch, data, pop, push
+import contextlib
+
+import asyncpg
+import trio
+
+from tests.support.consuming import ack, ack_batch, configure, data, pop, push
 from tests.support.db import db_execute, db_fetchval
 
 
@@ -24,6 +29,11 @@ async def retry(client, message, status=200, group=None):
 
 async def dlq(client, group):
     return (await client.get(f"/api/v1/dlq?queue=del&consumerGroup={group}")).json()
+
+
+async def expire_leases(broker):
+    await db_execute(broker.db, "UPDATE queen.consumer_state SET lease_expires_at = "
+                     "clock_timestamp() - interval '1 s' WHERE lease_id IS NOT NULL")
 
 
 async def consume_all(client, queue, group, batch=10):
@@ -191,3 +201,113 @@ async def test_a_stale_lease_cannot_settle_a_retried_dead_letter(client, broker)
     stale = await ack(client, first["messages"][0], group="g")
     assert stale["success"] is False and stale["error"] == "Invalid or expired lease"
     assert (await ack(client, second["messages"][0], group="g"))["success"] is True
+
+
+async def test_two_concurrent_deletes_of_a_message_one_deletes_it_the_other_is_404(client, broker):
+    dead, = await dead_letter(client, "del", "g", "twice")
+    path = f"/api/v1/messages/{dead['partitionId']}/{dead['transactionId']}"
+    here = "datname = current_database() AND pid <> pg_backend_pid()"
+    holder = f"SELECT pid FROM pg_stat_activity WHERE {here} AND query LIKE '%pg_sleep(60)%'"
+    waiting = (f"SELECT count(*) FROM pg_stat_activity WHERE {here} "
+               "AND wait_event_type = 'Lock' AND query LIKE '%queen.delete_message%'")
+
+    async def hold_the_dead_letter():
+        # The first delete waits on this row after hiding the message, its transaction open;
+        # held until the test cancels the statement (no timing to race).
+        async def work(conn):
+            async with conn.transaction():
+                await conn.execute("SELECT 1 FROM queen.dead_letters WHERE transaction_id = $1 "
+                                   "FOR UPDATE", dead["transactionId"])
+                await conn.execute("SELECT pg_sleep(60)")
+
+        with contextlib.suppress(asyncpg.QueryCanceledError):
+            await broker.db.call(work)
+
+    replies = {}
+
+    async def delete_as(name):
+        r = await client.delete(path)
+        replies[name] = (r.status_code, r.json())
+
+    async def until(query, value):
+        with trio.fail_after(20):
+            while (found := await db_fetchval(broker.db, query)) != value:
+                await trio.sleep(0.01)
+        return found
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold_the_dead_letter)
+        with trio.fail_after(20):
+            while (pid := await db_fetchval(broker.db, holder)) is None:
+                await trio.sleep(0.01)
+        nursery.start_soon(delete_as, "first")
+        await until(waiting, 1)
+        # The second checked before the first commits, then waits on the group's state row.
+        nursery.start_soon(delete_as, "second")
+        await until(waiting, 2)
+        await db_fetchval(broker.db, "SELECT pg_cancel_backend($1)", pid)
+    assert replies["first"][0] == 200 and replies["first"][1]["success"] is True
+    assert replies["second"] == (404, {"error": "Message not found"})
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.hidden_messages") == 1
+    assert await db_fetchval(broker.db, "SELECT hidden FROM queen.hidden_counts") == 1
+    assert (await dlq(client, "g"))["total"] == 0
+
+
+async def assert_delivered_afresh(client, broker, payload):
+    """Delivered now, and again after its lease expires: with retryLimit 1 or 2 and a failed
+    delivery carried over, that expiry would dead-letter it."""
+    assert data(await pop(client, "del", batch=1, consumerGroup="g")) == [payload]
+    await expire_leases(broker)
+    assert data(await pop(client, "del", batch=1, consumerGroup="g")) == [payload]
+    assert (await dlq(client, "g"))["total"] == 0
+
+
+async def test_a_claim_stepping_over_a_deleted_message_leaves_its_failures_behind(client, broker):
+    await configure(client, "del", retryLimit=2)
+    await push(client, "del", "poison", "next")
+    for _ in range(2):
+        reply = await pop(client, "del", batch=1, consumerGroup="g")
+        assert data(reply) == ["poison"]
+        assert (await ack(client, reply["messages"][0], "failed", group="g"))["dlq"] is False
+    held = await pop(client, "del", batch=1, consumerGroup="g")
+    assert data(held) == ["poison"]
+    await delete(client, held["messages"][0])  # under a live lease: the cursor stays on it
+    await expire_leases(broker)
+    # The claim steps over it; its two failed deliveries are not "next"'s.
+    await assert_delivered_afresh(client, broker, "next")
+
+
+async def test_deleting_the_message_at_a_cursor_leaves_its_failures_and_delay_behind(
+        client, broker):
+    await configure(client, "del", retryLimit=1, retryDelay=3_600_000)
+    await push(client, "del", "poison", "next")
+    reply = await pop(client, "del", batch=1, consumerGroup="g")
+    assert (await ack(client, reply["messages"][0], "failed", group="g"))["dlq"] is False
+    # No lease now: the delete moves the cursor, past one failed delivery and an hour's
+    # retryDelay, both the deleted message's.
+    await delete(client, reply["messages"][0])
+    await assert_delivered_afresh(client, broker, "next")
+
+
+async def test_a_retried_dead_letter_whose_leases_expire_is_a_dead_letter_again_after_its_retries(
+        client, broker):
+    await configure(client, "del", retryLimit=1)
+    dead, = await dead_letter(client, "del", "g", "stuck")
+    await push(client, "del", "after")
+    await retry(client, dead)
+    for _ in range(2):  # retryLimit + 1 deliveries, as for any message
+        assert data(await pop(client, "del", batch=10, consumerGroup="g")) == ["stuck"]
+        await expire_leases(broker)
+    # No longer delivered first: the group goes on with the partition.
+    assert await consume_all(client, "del", "g") == ["after"]
+    (listed,) = (await dlq(client, "g"))["messages"]
+    assert listed["data"] == "stuck"
+    assert listed["errorMessage"] == "Lease expired without an ack 2 times after a retry"
+    # Another retry counts its own deliveries.
+    await retry(client, dead)
+    assert data(await pop(client, "del", consumerGroup="g")) == ["stuck"]
+    await expire_leases(broker)
+    copy = await pop(client, "del", consumerGroup="g")
+    assert data(copy) == ["stuck"]
+    assert (await ack(client, copy["messages"][0], group="g"))["success"] is True
+    assert (await dlq(client, "g"))["total"] == 0
