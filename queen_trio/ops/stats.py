@@ -255,6 +255,11 @@ async def stats_pass(db: Database, *, retention_days: int,
     return await run_exclusive(db, STATS_LOCK_KEY, work)
 
 
+# POST /stats/refresh waits this long for a pass already running elsewhere.
+REFRESH_WAIT_SECONDS = 5.0
+REFRESH_RETRY_SECONDS = 0.05
+
+
 class StatsMaintenance(PeriodicService):
     """The cluster's per-queue snapshot and sample pruning, every minute, on one broker."""
 
@@ -269,5 +274,13 @@ class StatsMaintenance(PeriodicService):
         return await stats_pass(self._db, retention_days=self._retention_days)
 
     async def snapshot_now(self) -> bool:
-        """One pass now (POST /stats/refresh); False when another broker held the lock."""
-        return await self.run_pass() is not None
+        """One pass now (POST /stats/refresh). A pass that another broker, or this one's own
+        timer, is running holds the lock: wait for it rather than skip, since it may have
+        begun before the writes the caller wants counted. False if the lock stays held for
+        REFRESH_WAIT_SECONDS."""
+        with trio.move_on_after(REFRESH_WAIT_SECONDS):
+            while True:  # the lock may be another process's: no event to wait on, so poll
+                if await self.run_pass() is not None:
+                    return True
+                await trio.sleep(REFRESH_RETRY_SECONDS)
+        return False

@@ -8,7 +8,7 @@ import os
 import trio
 
 from queen_trio.broker import open_broker
-from queen_trio.ops.stats import stats_pass
+from queen_trio.ops.stats import STATS_LOCK_KEY, stats_pass
 from tests.support.brokers import make_settings
 from tests.support.consuming import park_pop, push
 from tests.support.db import db_fetchval
@@ -183,6 +183,31 @@ async def test_maintenance_and_postgres_series(client, broker, database_url):
     assert pg["database"]["name"] == database_url.rsplit("/", 1)[1]
     assert {"segments", "consumer_state", "worker_samples"} <= {t["name"] for t in pg["tables"]}
     assert pg["activity"]["sessions"] >= 1
+
+
+async def test_a_refresh_waits_for_a_pass_another_broker_is_running(client, broker):
+    """The snapshot lock is held elsewhere (another broker's pass, or this one's timer, which
+    may have begun before the pushes): the refresh waits for it and then counts them."""
+    await push(client, "waited", 1)
+
+    async def hold_the_lock():
+        async def work(conn):
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", STATS_LOCK_KEY)
+                await conn.execute("SELECT pg_sleep(2)")
+
+        await broker.db.call(work)
+
+    locked = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+              f"AND objid = {STATS_LOCK_KEY & 0xFFFFFFFF}")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold_the_lock)
+        with trio.fail_after(20):
+            while await db_fetchval(broker.db, locked) == 0:
+                await trio.sleep(0.01)
+        await refresh(client)  # met the held lock, waited, then ran its own pass
+    body = await get(client, "/api/v1/analytics/retention")
+    assert body["totals"]["snapshots"] == 1
 
 
 async def test_samples_are_written_every_interval_and_pruned(database_url):
