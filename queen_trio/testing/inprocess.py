@@ -53,6 +53,8 @@ log = logging.getLogger("queen_trio.testing")
 # Serialises template creation and cloning on a shared server (xdist workers, other sessions):
 # a database is cloned only while nobody is connected to its template.
 TEMPLATE_LOCK_KEY = 0x51_75_65_65_6E_01
+# reset() runs again when PostgreSQL picks it as a deadlock's victim, this many times at most.
+RESET_ATTEMPTS = 5
 _database_numbers = itertools.count(1)
 
 
@@ -206,7 +208,16 @@ class RunningBroker:
         the broker keeps running. Call it while no request of the test is in flight."""
         b = self.broker
         await b.spool.discard()  # first: nothing spooled may land in the emptied database
-        await b.db.execute(Q.reset_all)
+        # TRUNCATE locks every table in one order, the broker's own background writes (the
+        # stats sampler, maintenance) lock theirs in another: PostgreSQL may pick the reset
+        # as a deadlock's victim. Nothing of it happened then; do it again.
+        for attempt in itertools.count(1):
+            try:
+                await b.db.execute(Q.reset_all)
+                break
+            except asyncpg.DeadlockDetectedError:
+                if attempt == RESET_ATTEMPTS:
+                    raise
         b.queues.forget_all()
         b.consumer.forget_joined_groups()
         b.wakeups.forget_all()
