@@ -98,14 +98,7 @@ def parse_list_query(query: Mapping[str, str], *, default_limit: int) -> dict[st
 async def list_queues(db: Database, query: Mapping[str, str], *,
                       default_limit: int = MAX_LIMIT) -> tuple[list[dict[str, Any]], wire.Page]:
     params = parse_list_query(query, default_limit=default_limit)
-
-    async def page(conn: asyncpg.Connection) -> list[Any]:
-        # Its generic plan (a prepared statement's, from the sixth call on) took 0.7 to 1.2 s
-        # with 1,000 queues, against 12 ms planned for the values (bench/dashboard_load.py).
-        await Q.plan_for_these_values.execute(conn)
-        return await Q.resources_queues.fetch(conn, **params)
-
-    rows = await db.in_transaction(page)
+    rows = await db.fetch(Q.resources_queues, **params)
     queues = [{
         "id": str(r["id"]), "name": r["name"], "namespace": r["namespace"] or None,
         "task": r["task"] or None, "priority": r["priority"],

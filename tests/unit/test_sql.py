@@ -71,6 +71,32 @@ async def test_each_call_passes_the_compiled_text_and_positional_arguments():
     assert len(conn.calls) == 4
 
 
+class TransactionalConnection(RecordingConnection):
+    def transaction(self) -> Any:
+        calls = self.calls
+
+        class Transaction:
+            async def __aenter__(self) -> None:
+                calls.append(("begin", "", ()))
+
+            async def __aexit__(self, *exc: Any) -> None:
+                calls.append(("end", "", ()))
+
+        return Transaction()
+
+
+async def test_a_query_marked_plan_for_its_values_runs_planned_for_them_in_its_transaction():
+    marked = compile_query("q", "-- plan: for its values\nSELECT * FROM t WHERE :a IS NULL")
+    assert marked.plan_for_values and not compile_query("q", "SELECT :a").plan_for_values
+    conn = TransactionalConnection()
+    assert await marked.fetch(conn, a=None) == "fetch"
+    assert conn.calls == [("begin", "", ()),
+                          ("execute", "SET LOCAL plan_cache_mode = force_custom_plan", ()),
+                          ("fetch", "SELECT * FROM t WHERE $1 IS NULL", (None,)),
+                          ("end", "", ())]
+    assert Q.resources_queues.plan_for_values
+
+
 def test_the_query_book_loads_every_file_and_names_a_missing_query():
     assert "push_bundle" in Q.names()
     assert Q.names() == sorted(Q.names())

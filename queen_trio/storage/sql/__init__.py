@@ -3,6 +3,11 @@
 A named query is `queries/<name>.sql`. Its parameters are written `:name` in the text, which is
 the one place they are named; callers bind them by keyword, and binding checks that every name
 is given exactly once. The loader turns them into asyncpg's `$n` placeholders, once, at import.
+
+A query whose file has the line `-- plan: for its values` runs planned for the values of each
+call. asyncpg prepares every statement, and PostgreSQL plans a prepared statement generically
+from its sixth run on; for a catch-all filter (`:x IS NULL OR col = :x`, `LIMIT :limit`) that
+plan can be tens of times slower than one made for the values.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import attrs
 
 # `:name`, but not the second colon of a `::type` cast.
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+PLAN_FOR_VALUES_MARK = "-- plan: for its values"
+# Run first, in the query's own transaction (a savepoint inside the caller's).
+_PLAN_FOR_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 
 @attrs.frozen
@@ -32,17 +40,33 @@ class Query:
             raise TypeError(f"query {self.name}: missing {missing}, unexpected {extra}")
         return tuple(values[p] for p in self.params)
 
+    plan_for_values: bool = False
+
     async def fetch(self, conn: Any, **values: Any) -> list[Any]:
+        if self.plan_for_values:
+            return await self._planned(conn, conn.fetch, values)  # type: ignore[no-any-return]
         return await conn.fetch(self.text, *self.args(values))  # type: ignore[no-any-return]
 
     async def fetchrow(self, conn: Any, **values: Any) -> Any:
+        if self.plan_for_values:
+            return await self._planned(conn, conn.fetchrow, values)
         return await conn.fetchrow(self.text, *self.args(values))
 
     async def fetchval(self, conn: Any, **values: Any) -> Any:
+        if self.plan_for_values:
+            return await self._planned(conn, conn.fetchval, values)
         return await conn.fetchval(self.text, *self.args(values))
 
     async def execute(self, conn: Any, **values: Any) -> str:
+        if self.plan_for_values:
+            return await self._planned(conn, conn.execute, values)  # type: ignore[no-any-return]
         return await conn.execute(self.text, *self.args(values))  # type: ignore[no-any-return]
+
+    async def _planned(self, conn: Any, run: Any, values: Mapping[str, Any]) -> Any:
+        args = self.args(values)
+        async with conn.transaction():
+            await conn.execute(_PLAN_FOR_VALUES)
+            return await run(self.text, *args)
 
 
 def compile_query(name: str, source: str) -> Query:
@@ -55,8 +79,10 @@ def compile_query(name: str, source: str) -> Query:
         return f"${params.index(param) + 1}"
 
     # Comments may mention parameters; only the statement defines them.
-    body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("--"))
-    return Query(name, _PARAM.sub(number, body), tuple(params))
+    lines = source.splitlines()
+    body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+    planned = any(line.strip() == PLAN_FOR_VALUES_MARK for line in lines)
+    return Query(name, _PARAM.sub(number, body), tuple(params), plan_for_values=planned)
 
 
 class QueryBook:
