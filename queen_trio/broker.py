@@ -135,7 +135,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
     lane = PushLane(commit, shards=settings.push_shards,
                     tick_seconds=settings.fusion_hold_ms / 1000,
                     idle_seconds=settings.flush_idle_seconds, on_commit=wakeups.notify,
-                    deadline_seconds=settings.call_deadline_seconds)
+                    deadline_seconds=settings.call_deadline_seconds, hold=db.holding)
     publisher = Publisher(lane, queues, cipher, spool,
                           max_pending_bytes=settings.max_pending_bytes)
     identity = WorkerIdentity.of_this_process(settings.worker_id, settings.worker_index)

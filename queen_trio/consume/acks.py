@@ -82,7 +82,8 @@ class AckLane:
                  deadline_seconds: float = math.inf) -> None:
         self._db = db
         self._wakeups = wakeups
-        self.fusion = CallFusion[_AckRequest](self._call, deadline_seconds=deadline_seconds)
+        self.fusion = CallFusion[_AckRequest](self._call, deadline_seconds=deadline_seconds,
+                                              hold=db.holding)
 
     def statistics(self) -> FusionStatistics:
         return self.fusion.statistics()

@@ -3,7 +3,8 @@
 The push lane's rule, for the other hot paths (acks, pops): a call dispatches at once when
 none is in flight, so a lone request costs one crossing and one round trip; under load, one
 crossing serves many requests. A fused call that fails for a reason other than the
-connection is split, so only the bad request fails.
+connection is split, so only the bad request fails. A busy caller holds its database
+connection from one call to the next (storage/database.py), and gives it back once idle.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable, Overloaded
-from ..storage.database import is_connection_failure, is_overload
+from ..storage.database import (
+    HOLD_IDLE_SECONDS,
+    Hold,
+    HoldFactory,
+    is_connection_failure,
+    is_overload,
+    no_hold,
+)
 
 # Requests that may wait for the next call of one fusion; past it a request is refused (503).
 MAX_WAITING = 10_000
@@ -50,11 +58,14 @@ class _Counters:
 
 class CallFusion(Generic[R]):
     def __init__(self, call: Callable[[list[R]], Awaitable[None]], *, callers: int = 2,
-                 max_waiting: int = MAX_WAITING, deadline_seconds: float = math.inf) -> None:
+                 max_waiting: int = MAX_WAITING, deadline_seconds: float = math.inf,
+                 hold: HoldFactory = no_hold) -> None:
         """`call(batch)` runs one database call for the batch and fills in every request's
         outcome; it raises when the call failed. A started call is shielded from
-        cancellation but not from `deadline_seconds`."""
+        cancellation but not from `deadline_seconds`. `hold`: how a caller keeps its
+        connection between calls (`Database.holding`)."""
         self._call = call
+        self._hold = hold
         self._callers = callers
         self._deadline = deadline_seconds
         self._send, self._receive = trio.open_memory_channel[R](max_waiting)
@@ -85,23 +96,35 @@ class CallFusion(Generic[R]):
             task_status.started()
 
     async def _caller(self) -> None:
-        while True:
-            batch = [await self._receive.receive()]
+        async with self._hold() as hold:
             while True:
-                try:
-                    batch.append(self._receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            # A started call is never cancelled: it lands or fails whole, within its deadline.
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + self._deadline
-                await self.dispatch(batch)
-            if scope.cancelled_caught:
-                for request in batch:
-                    if not request.done.is_set():
-                        request.failure = DatabaseUnavailable("the call took longer than its "
-                                                              "deadline")
-                        request.done.set()
+                await self._call_next(hold)
+
+    async def _next_request(self, hold: Hold) -> R:
+        """The next request; an idle caller lets its connection go before it blocks."""
+        if hold.holding:
+            with trio.move_on_after(HOLD_IDLE_SECONDS):
+                return await self._receive.receive()
+            await hold.let_go()
+        return await self._receive.receive()
+
+    async def _call_next(self, hold: Hold) -> None:
+        batch = [await self._next_request(hold)]
+        while True:
+            try:
+                batch.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        # A started call is never cancelled: it lands or fails whole, within its deadline.
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self._deadline
+            await self.dispatch(batch)
+        if scope.cancelled_caught:
+            for request in batch:
+                if not request.done.is_set():
+                    request.failure = DatabaseUnavailable("the call took longer than its "
+                                                          "deadline")
+                    request.done.set()
 
     async def dispatch(self, batch: list[R]) -> None:
         try:

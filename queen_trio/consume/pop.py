@@ -162,7 +162,7 @@ class Consumer:
         # Claims of groups that joined their queue share pop_many calls; a group's first
         # contact (it may lock the queue row to join) goes alone through pop_claim.
         self.claims = CallFusion[_ClaimRequest](
-            self._claim_many, deadline_seconds=settings.call_deadline_seconds)
+            self._claim_many, deadline_seconds=settings.call_deadline_seconds, hold=db.holding)
         # (queue, group) pairs known to have joined, least recently used first.
         self._joined: OrderedDict[tuple[str | None, str], None] = OrderedDict()
         self._undecodable = 0

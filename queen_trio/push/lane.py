@@ -6,7 +6,9 @@
 A flusher keeps at most one flush in flight for its partition: idle, it dispatches a group on
 arrival; while a flush is in flight, newly arrived groups wait in its channel and are fused into
 the next segment. A shard committer keeps one bundle in flight and bundles every segment that is
-ready when it dispatches. Nothing waits on a timer: the backstop tick only re-checks.
+ready when it dispatches. Nothing waits on a timer: the backstop tick only re-checks. A busy
+shard holds its database connection from one bundle to the next (storage/database.py), and
+gives it back once idle.
 
 Every task lives in the lane's nurseries. A request that is cancelled never cancels a flush: its
 group is already in a flusher's channel, and the database call runs shielded.
@@ -24,7 +26,14 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable
-from ..storage.database import is_connection_failure, is_overload
+from ..storage.database import (
+    HOLD_IDLE_SECONDS,
+    Hold,
+    HoldFactory,
+    is_connection_failure,
+    is_overload,
+    no_hold,
+)
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
 
@@ -75,8 +84,9 @@ class ShardCommitter:
 
     def __init__(self, commit: CommitBundle, counters: _Counters, tick_seconds: float,
                  on_commit: Callable[[str], None] = lambda queue: None,
-                 deadline_seconds: float = math.inf) -> None:
+                 deadline_seconds: float = math.inf, hold: HoldFactory = no_hold) -> None:
         self._commit_bundle = commit
+        self._hold = hold
         self._deadline = deadline_seconds
         self._counters = counters
         self._on_commit = on_commit
@@ -91,21 +101,17 @@ class ShardCommitter:
 
     async def run(self) -> None:
         ticking = False
-        async with self._receive:
+        async with self._receive, self._hold() as hold:
             while True:
                 bundle = _drain(self._receive)
                 if not bundle:
-                    # The backstop tick: a periodic re-check after activity, never a reason
-                    # to wait for more. An idle shard (a tick found nothing) just blocks.
-                    with trio.move_on_after(self._tick if ticking else math.inf):
-                        try:
-                            bundle = [await self._receive.receive()]
-                        except trio.EndOfChannel:
-                            return
-                    ticking = bool(bundle)
-                    if not bundle:
+                    waited = await self._wait(ticking, hold)
+                    if waited is None:
+                        return
+                    ticking = bool(waited)
+                    if not waited:
                         continue
-                    bundle.extend(_drain(self._receive))
+                    bundle = waited + _drain(self._receive)
                 # A started flush is never cancelled: it lands or fails whole, within its
                 # deadline. Past it the outcome is unknown: the spool takes the segments, and
                 # its replay finds what did land (push/spool.py).
@@ -117,6 +123,24 @@ class ShardCommitter:
                         if not seg.done.is_set():
                             seg.finish(Outcome.UNAVAILABLE, str(DatabaseUnavailable(
                                 "the commit took longer than its deadline")))
+
+    async def _wait(self, ticking: bool, hold: Hold) -> list[Segment] | None:
+        """The next segment; none when the backstop tick found none; None once closed.
+
+        The backstop tick is a periodic re-check after activity, never a reason to wait for
+        more. An idle shard (a tick found nothing) blocks, and lets its connection go first
+        if nothing came for HOLD_IDLE_SECONDS."""
+        timeout = self._tick if ticking else HOLD_IDLE_SECONDS if hold.holding else math.inf
+        while True:
+            with trio.move_on_after(timeout):
+                try:
+                    return [await self._receive.receive()]
+                except trio.EndOfChannel:
+                    return None
+            if ticking:
+                return []
+            await hold.let_go()
+            timeout = math.inf
 
     async def _commit(self, bundle: list[Segment]) -> None:
         try:
@@ -224,10 +248,12 @@ class PushLane:
     def __init__(self, commit: CommitBundle, *, shards: int, tick_seconds: float,
                  idle_seconds: float,
                  on_commit: Callable[[str], None] = lambda queue: None,
-                 deadline_seconds: float = math.inf) -> None:
+                 deadline_seconds: float = math.inf, hold: HoldFactory = no_hold) -> None:
+        """`hold`: how a shard keeps its database connection between bundles
+        (`Database.holding`)."""
         self._counters = _Counters()
         self._shards = [ShardCommitter(commit, self._counters, tick_seconds, on_commit,
-                                       deadline_seconds)
+                                       deadline_seconds, hold)
                         for _ in range(shards)]
         self.idle_seconds = idle_seconds
         self._flushers: dict[tuple[str, str], PartitionFlusher] = {}

@@ -4,6 +4,12 @@ asyncpg is asyncio code; the broker is trio. One trio-asyncio loop is opened for
 lifetime and each logical operation crosses the bridge exactly once (`Database.call`), so the
 cost of the bridge is visible in `statistics()` and batched by the callers (the push lane sends
 one call per bundle).
+
+A call checks a connection out of the pool and back, which costs the broker more CPU than the
+crossing itself (asyncpg makes a task for the checkout's timeout, another for the shielded
+release, and timers; on trio-asyncio each is a trip through trio). The tasks that make one call
+after another (a push shard, a fusion caller) therefore hold one connection while they are busy
+(`Database.holding`) and give it back once idle.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import attrs
@@ -28,6 +35,12 @@ log = logging.getLogger("queen_trio.database")
 T = TypeVar("T")
 
 MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations across brokers
+
+# A holder that made no call for this long gives its connection back (see `Database.holding`).
+HOLD_IDLE_SECONDS = 0.1
+# Pool connections that are never held, so every other call (a first pop, maintenance, the
+# operations routes) still finds one while every holder is busy.
+UNHELD_CONNECTIONS = 2
 
 
 # SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
@@ -75,6 +88,56 @@ class DatabaseStatistics:
     seconds_in_calls: float
     pool_size: int
     pool_idle: int
+    held: int  # connections kept by busy holders between their calls (counted as not idle)
+
+
+class Hold(Protocol):
+    @property
+    def holding(self) -> bool:
+        """A connection is held now."""
+
+    async def let_go(self) -> None:
+        """Give the held connection back to the pool (nothing held: nothing to do)."""
+
+
+class _NoHold:
+    holding = False
+
+    async def let_go(self) -> None:
+        return None
+
+
+@asynccontextmanager
+async def no_hold() -> AsyncIterator[Hold]:
+    """The hold of a lane or fusion that runs on no database (the unit tests' fakes)."""
+    yield _NoHold()
+
+
+# What opens a hold for the current task: `Database.holding`, or `no_hold`.
+HoldFactory = Callable[[], AbstractAsyncContextManager[Hold]]
+
+
+class ConnectionHold:
+    """A pool connection one task keeps between its calls; see `Database.holding`."""
+
+    def __init__(self, db: Database, owner: trio.lowlevel.Task) -> None:
+        self._db = db
+        self.owner = owner
+        self.conn: asyncpg.Connection | None = None
+        # Counted against the budget of held connections (from the reservation on).
+        self.reserved = False
+
+    @property
+    def holding(self) -> bool:
+        return self.conn is not None
+
+    async def let_go(self) -> None:
+        await self._db._let_go(self)
+
+
+# The hold of the task running now, if it opened one (only its owner uses it: a task it starts
+# inherits the variable, and must not share the connection).
+_HOLDING: ContextVar[ConnectionHold | None] = ContextVar("queen_trio_hold", default=None)
 
 
 @attrs.define
@@ -96,6 +159,8 @@ class Database:
         self._loop = loop
         self.url = url
         self._counters = _Counters()
+        self._held = 0
+        self._hold_budget = max(pool.get_max_size() - UNHELD_CONNECTIONS, 0)
         # Set once the schema is migrated; calls before that raise DatabaseUnavailable.
         self.ready = trio.Event()
 
@@ -132,10 +197,50 @@ class Database:
             seconds_in_calls=c.seconds,
             pool_size=self._pool.get_size(),
             pool_idle=self._pool.get_idle_size(),
+            held=self._held,
         )
 
+    @asynccontextmanager
+    async def holding(self) -> AsyncIterator[Hold]:
+        """While open, the current task's calls share one pool connection, checked out at the
+        first call and kept until `let_go` (its owner calls that once idle for
+        HOLD_IDLE_SECONDS), a failed call, or the end of the block. Past the budget (the pool
+        less UNHELD_CONNECTIONS) a holder's calls check out one by one, as any other call."""
+        hold = ConnectionHold(self, trio.lowlevel.current_task())
+        token = _HOLDING.set(hold)
+        try:
+            yield hold
+        finally:
+            _HOLDING.reset(token)
+            with trio.CancelScope(shield=True):
+                await hold.let_go()
+
+    def _held_by_caller(self) -> ConnectionHold | None:
+        """The current task's hold, if it has or may take a held connection."""
+        hold = _HOLDING.get()
+        if hold is None or hold.owner is not trio.lowlevel.current_task():
+            return None
+        if not hold.reserved:
+            if self._held >= self._hold_budget:
+                return None
+            self._held += 1
+            hold.reserved = True
+        return hold
+
+    async def _let_go(self, hold: ConnectionHold) -> None:
+        conn, hold.conn = hold.conn, None
+        if conn is not None:
+            try:
+                await self._loop.run_aio_coroutine(self._pool.release(conn))
+            except Exception:  # the pool is closing or the connection is broken: drop it
+                conn.terminate()
+        if hold.reserved:
+            hold.reserved = False
+            self._held -= 1
+
     async def call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """Run `work(connection)` on the asyncio side: one bridge crossing, one pool checkout.
+        """Run `work(connection)` on the asyncio side: one bridge crossing, and one pool
+        checkout unless the task holds a connection (`holding`).
 
         Connection-level failures are raised as DatabaseUnavailable; anything else as is.
         """
@@ -145,7 +250,10 @@ class Database:
         c.calls += 1
         c.in_flight += 1
         started = time.perf_counter()
+        hold = self._held_by_caller()
         try:
+            if hold is not None:
+                return await self._loop.run_aio_coroutine(self._with_held(hold, work))
             return await self._loop.run_aio_coroutine(self._with_connection(work))
         except BaseException as exc:
             if isinstance(exc, Exception):
@@ -157,9 +265,49 @@ class Database:
             c.in_flight -= 1
             c.seconds += time.perf_counter() - started
 
-    async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def _with_held(self, hold: ConnectionHold,
+                         work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        if hold.conn is not None and hold.conn.is_closed():
+            # Its backend went away while it was held (a restart, say): as the pool would.
+            hold.conn.terminate()
+            await self._pool.release(hold.conn)
+            hold.conn = None
+        if hold.conn is None:
+            try:
+                hold.conn = await self._acquire()
+            except BaseException:
+                hold.reserved = False
+                self._held -= 1
+                raise
+        conn = hold.conn
         try:
-            conn = await self._pool.acquire(timeout=self._acquire_timeout)
+            return await work(conn)
+        except BaseException as exc:
+            # After a failure the connection's state is not known: back to the pool with it
+            # (as after any call), and the next call checks one out again.
+            hold.conn = None
+            hold.reserved = False
+            self._held -= 1
+            if isinstance(exc, (asyncpg.InternalClientError, asyncpg.InterfaceError)):
+                conn.terminate()
+            await self._pool.release(conn)
+            raise
+
+    async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        conn = await self._acquire()
+        try:
+            return await work(conn)
+        except (asyncpg.InternalClientError, asyncpg.InterfaceError):
+            # The connection's protocol state is unusable (its backend was terminated under
+            # it, say): never hand it out again.
+            conn.terminate()
+            raise
+        finally:
+            await self._pool.release(conn)
+
+    async def _acquire(self) -> asyncpg.Connection:
+        try:
+            return await self._pool.acquire(timeout=self._acquire_timeout)
         except asyncio.TimeoutError as exc:
             pool = self._pool
             if pool.get_size() >= pool.get_max_size() and pool.get_idle_size() == 0:
@@ -171,15 +319,6 @@ class Database:
             # Whatever stops us from getting a connection (refused, shutting down, not
             # accepting connections) means the database is unavailable, not a bad statement.
             raise DatabaseUnavailable(exc) from exc
-        try:
-            return await work(conn)
-        except (asyncpg.InternalClientError, asyncpg.InterfaceError):
-            # The connection's protocol state is unusable (its backend was terminated under
-            # it, say): never hand it out again.
-            conn.terminate()
-            raise
-        finally:
-            await self._pool.release(conn)
 
     async def abort(self) -> None:
         """Cut every pool connection now: the calls in flight fail at once, and later calls
