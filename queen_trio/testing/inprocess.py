@@ -257,7 +257,7 @@ async def serve_test_broker(server: TestPostgres, overrides: Mapping[str, Any], 
                 config = hypercorn_config(settings, [listener])
                 gate = connection_gate(settings)
                 app = create_app(broker, auth)
-                app.on_request_read = gate.request_read
+                gate.attach(app)
                 stop = trio.Event()
                 async with trio.open_nursery() as nursery:
                     await nursery.start(partial(serve_http, app, config, gate, stop, broker))

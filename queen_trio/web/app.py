@@ -52,9 +52,10 @@ class Route:
     pattern: re.Pattern[str]
     handler: Handler
     access: str  # the level a caller needs (web/auth.py)
-    # Watch for the client hanging up while the handler runs: its request's `gone` is set
-    # and the handler is cancelled (a long poll stops; what it claimed is given back).
-    watch_disconnect: bool = False
+    # Which requests can wait (a long poll): for those a watcher task sees the client hang
+    # up while the handler runs, sets the request's `gone` and cancels the handler (what it
+    # claimed is given back). Other requests start no task and open no nursery.
+    watch_disconnect: Callable[[Request], bool] | None = None
 
 
 def _compile(template: str) -> re.Pattern[str]:
@@ -76,7 +77,7 @@ class Router:
         self._routes: list[Route] = []
 
     def add(self, method: str, template: str, handler: Handler, *, access: str,
-            watch_disconnect: bool = False) -> None:
+            watch_disconnect: Callable[[Request], bool] | None = None) -> None:
         self._routes.append(Route(method, template, _compile(template), handler, access,
                                   watch_disconnect))
 
@@ -112,6 +113,9 @@ class App:
         # Told once a request is read (or given up on): the server stops its read clock
         # (web/connections.py).
         self.on_request_read: Callable[[dict[str, Any]], None] = lambda scope: None
+        # The event set once this request's client hangs up, if the server knows its
+        # connection (web/connections.py); otherwise only a watched request learns it.
+        self.hung_up: Callable[[dict[str, Any]], trio.Event | None] = lambda scope: None
         self.observe = observe
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -121,21 +125,10 @@ class App:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        gone = trio.Event()
-        response: Response | None = None
-        resolved = self._resolve(scope)
-        if isinstance(resolved, tuple) and resolved[0].watch_disconnect:
-            # A route that can wait (a long poll): a watcher task sees the client hang up.
-            async with trio.open_nursery() as watchers:
-                with trio.CancelScope() as handling:
-
-                    def watch() -> None:
-                        watchers.start_soon(_watch_disconnect, receive, gone, handling)
-
-                    response = await self._respond_once(scope, receive, gone, watch, resolved)
-                watchers.cancel_scope.cancel()
-        else:  # no task, no nursery: most requests
-            response = await self._respond_once(scope, receive, gone, _no_watch, resolved)
+        gone = self.hung_up(scope)
+        if gone is None:
+            gone = trio.Event()
+        response = await self._respond_once(scope, receive, gone, self._resolve(scope))
         if response is None:
             return  # the client hung up: nobody to answer
         await self._send(send, response, gone)
@@ -176,19 +169,18 @@ class App:
             return exc
 
     async def _respond_once(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
-                            watch: Callable[[], None],
                             resolved: tuple[Route, dict[str, str]] | HTTPError | None
                             ) -> Response | None:
-        """The response; None when the client left before its request was read."""
+        """The response; None when the client left before its request was read, or hung up
+        on a request that waits."""
         try:
-            return await self._respond(scope, receive, gone, watch, resolved)
+            return await self._respond(scope, receive, gone, resolved)
         except _ClientGone:
             return None
         finally:
             self.on_request_read(scope)
 
     async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
-                       watch: Callable[[], None],
                        resolved: tuple[Route, dict[str, str]] | HTTPError | None) -> Response:
         method = scope["method"]
         if resolved is None:
@@ -206,9 +198,10 @@ class App:
                                    keep_blank_values=True))
             _check_parameters(params, query)
             request = Request(method, path, params, query, headers, body, subject, gone)
-            if route.watch_disconnect:
-                watch()
-            response = await route.handler(request)
+            if route.watch_disconnect is not None and route.watch_disconnect(request):
+                response = await _handle_watched(route.handler, request, receive)
+            else:
+                response = await route.handler(request)
             response.route = route.template
             if response.queue is None:
                 response.queue = params.get("queue")
@@ -277,16 +270,24 @@ def _path(scope: dict[str, Any]) -> str:
     return str(raw_path.decode("utf-8", "replace").split("?", 1)[0])
 
 
-def _no_watch() -> None:
-    return None
-
-
 class _ClientGone(Exception):
-    """The client left before its request was read in full."""
+    """The client left before its request was read in full, or while it waited."""
 
 
 class _Undelivered(Exception):
     """The client left before its reply could be sent."""
+
+
+async def _handle_watched(handler: Handler, request: Request, receive: Any) -> Response:
+    """The handler's response, with a watcher task that cancels it if the client hangs up."""
+    async with trio.open_nursery() as watchers:
+        with trio.CancelScope() as handling:
+            watchers.start_soon(_watch_disconnect, receive, request.gone, handling)
+            response = await handler(request)
+        watchers.cancel_scope.cancel()
+    if handling.cancelled_caught:
+        raise _ClientGone
+    return response
 
 
 async def _watch_disconnect(receive: Any, gone: trio.Event, handling: trio.CancelScope) -> None:

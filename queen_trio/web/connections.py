@@ -5,7 +5,9 @@ hypercorn's own `read_timeout` bounds each read, so a request trickling one byte
 seconds is read forever. Here every accepted stream carries a clock: the first byte of a
 request starts it, the app stops it once it has read the request (`request_read`), and a
 clock that runs out answers 408 and closes the connection. Past the connection cap the
-listener stops accepting, so new clients wait in the kernel's backlog.
+listener stops accepting, so new clients wait in the kernel's backlog. A stream also knows
+when its client hung up (end of file): the app's requests on it read that (`hung_up`), so a
+request that does not wait needs no watcher task to learn it.
 
 `serve` is hypercorn's trio `worker_serve` with these listeners in place of plain ones
 (hypercorn has no hook for its listeners); the rest of hypercorn is used as is.
@@ -18,7 +20,7 @@ import math
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
@@ -32,6 +34,9 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from .app import App
 
 log = logging.getLogger("queen_trio.connections")
 
@@ -68,6 +73,18 @@ class ConnectionGate:
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(open=len(self._streams), timed_out=self._timed_out,
                                     waited=self._waited)
+
+    def attach(self, app: App) -> None:
+        """The app tells the gate when a request is read, and asks it whether its client
+        hung up."""
+        app.on_request_read = self.request_read
+        app.hung_up = self.hung_up
+
+    def hung_up(self, scope: dict[str, Any]) -> trio.Event | None:
+        """Set once the client of this request's connection hangs up (None: not ours)."""
+        client = scope.get("client")
+        stream = self._streams.get(tuple(client)) if client else None
+        return None if stream is None else stream.hung_up
 
     def request_read(self, scope: dict[str, Any]) -> None:
         """The app has read (or given up on) the request of this connection: stop its clock."""
@@ -140,15 +157,28 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             self.peer = (id(self),)
         self.deadline: float | None = None
         self._closed = False
+        self.hung_up = trio.Event()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            return await self._receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.hung_up.set()
+            raise
+
+    async def _receive_some(self, max_bytes: int | None) -> bytes | bytearray:
         if self.deadline is None:
             data = await self._stream.receive_some(max_bytes)
             if data:  # a request's first byte: its clock starts
                 self.deadline = trio.current_time() + self._gate._read_timeout
+            else:
+                self.hung_up.set()
             return data
         with trio.move_on_at(self.deadline):
-            return await self._stream.receive_some(max_bytes)
+            data = await self._stream.receive_some(max_bytes)
+            if not data:
+                self.hung_up.set()
+            return data
         self._gate._timed_out += 1
         try:
             await self._stream.send_all(_timeout_response(self._gate._read_timeout))
@@ -173,6 +203,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.send_eof()
 
     async def aclose(self) -> None:
+        self.hung_up.set()
         if not self._closed:
             self._closed = True
             self._gate._closed(self)

@@ -186,10 +186,10 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     router.add("POST", "/api/v1/status/buffers/retry", retry_spool, access=ADMIN)
     router.add("POST", "/api/v1/push", push, access=PUSH)
     router.add("POST", "/api/v1/transaction", transaction, access=WRITE)
-    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE, watch_disconnect=True)
+    router.add("GET", "/api/v1/pop/queue/:queue", pop, access=WRITE, watch_disconnect=_waits)
     router.add("GET", "/api/v1/pop/queue/:queue/partition/:partition", pop, access=WRITE,
-               watch_disconnect=True)
-    router.add("GET", "/api/v1/pop", pop, access=WRITE, watch_disconnect=True)
+               watch_disconnect=_waits)
+    router.add("GET", "/api/v1/pop", pop, access=WRITE, watch_disconnect=_waits)
     router.add("POST", "/api/v1/ack", ack_one, access=WRITE)
     router.add("POST", "/api/v1/ack/batch", ack_batch, access=WRITE)
     router.add("POST", "/api/v1/lease/:leaseId/extend", extend_lease, access=WRITE)
@@ -211,3 +211,10 @@ def _not_in_this_broker(method: str, template: str):  # type: ignore[no-untyped-
                                             "broker", "code": "not_implemented"})
 
     return handler
+
+
+def _waits(request: Request) -> bool:
+    """A pop that may park (a long poll) is watched for a hang-up. One that does not answers
+    within one claim, unwatched: if its client is gone by then, its lease expires as a
+    crashed consumer's would."""
+    return wire.query_bool(request.query, "wait", False)

@@ -158,7 +158,7 @@ async def serve_app(settings: Settings, database_url: str | None, auth: Authenti
     assert database_url is not None and auth is not None
     async with open_broker(settings, database_url, migrate=migrate) as broker:
         app = create_app(broker, auth)
-        app.on_request_read = gate.request_read
+        gate.attach(app)
         await serve_http(app, config, gate, stop, broker, task_status=task_status)
 
 

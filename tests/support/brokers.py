@@ -35,6 +35,6 @@ async def serve_on_port(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED)
     config.graceful_timeout = 1
     app = create_app(broker)
     gate = connection_gate(broker.settings)
-    app.on_request_read = gate.request_read
+    gate.attach(app)
     stop = trio.Event()
     await serve(app, config, gate, shutdown_trigger=stop.wait, task_status=task_status)
