@@ -121,7 +121,7 @@ class ConnectionHold:
     """A pool connection one task keeps between its calls; see `Database.holding`."""
 
     def __init__(self, db: Database, owner: trio.lowlevel.Task) -> None:
-        self._db = db
+        self.db = db
         self.owner = owner
         self.conn: asyncpg.Connection | None = None
         # Counted against the budget of held connections (from the reservation on).
@@ -132,11 +132,11 @@ class ConnectionHold:
         return self.conn is not None
 
     async def let_go(self) -> None:
-        await self._db._let_go(self)
+        await self.db._let_go(self)
 
 
-# The hold of the task running now, if it opened one (only its owner uses it: a task it starts
-# inherits the variable, and must not share the connection).
+# The hold of the task running now, if it opened one (only its owner uses it, and only on its
+# own database: a task it starts inherits the variable, and must not share the connection).
 _HOLDING: ContextVar[ConnectionHold | None] = ContextVar("queen_trio_hold", default=None)
 
 
@@ -218,7 +218,8 @@ class Database:
     def _held_by_caller(self) -> ConnectionHold | None:
         """The current task's hold, if it has or may take a held connection."""
         hold = _HOLDING.get()
-        if hold is None or hold.owner is not trio.lowlevel.current_task():
+        if (hold is None or hold.db is not self
+                or hold.owner is not trio.lowlevel.current_task()):
             return None
         if not hold.reserved:
             if self._held >= self._hold_budget:
@@ -233,7 +234,7 @@ class Database:
             try:
                 await self._loop.run_aio_coroutine(self._pool.release(conn))
             except Exception:  # the pool is closing or the connection is broken: drop it
-                conn.terminate()
+                _terminate(conn)
         if hold.reserved:
             hold.reserved = False
             self._held -= 1
@@ -267,9 +268,8 @@ class Database:
 
     async def _with_held(self, hold: ConnectionHold,
                          work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        if hold.conn is not None and hold.conn.is_closed():
+        if hold.conn is not None and not _usable(hold.conn):
             # Its backend went away while it was held (a restart, say): as the pool would.
-            hold.conn.terminate()
             await self._pool.release(hold.conn)
             hold.conn = None
         if hold.conn is None:
@@ -289,7 +289,7 @@ class Database:
             hold.reserved = False
             self._held -= 1
             if isinstance(exc, (asyncpg.InternalClientError, asyncpg.InterfaceError)):
-                conn.terminate()
+                _terminate(conn)
             await self._pool.release(conn)
             raise
 
@@ -300,7 +300,7 @@ class Database:
         except (asyncpg.InternalClientError, asyncpg.InterfaceError):
             # The connection's protocol state is unusable (its backend was terminated under
             # it, say): never hand it out again.
-            conn.terminate()
+            _terminate(conn)
             raise
         finally:
             await self._pool.release(conn)
@@ -355,6 +355,21 @@ class Database:
             except Exception:
                 return False
         return False
+
+
+def _usable(conn: asyncpg.Connection) -> bool:
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:
+        # asyncpg gave it back to its pool already: its backend went away.
+        return False
+
+
+def _terminate(conn: asyncpg.Connection) -> None:
+    try:
+        conn.terminate()
+    except asyncpg.InterfaceError:
+        pass  # given back to its pool already, when its backend went away
 
 
 async def apply_migrations(conn: asyncpg.Connection, *, up_to: str | None = None) -> list[str]:
