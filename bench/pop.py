@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import trio
@@ -131,31 +132,88 @@ async def wildcard_latency(url: str, partitions: int, pops: int) -> dict:
             "p99_ms": round(samples[int(len(samples) * 0.99) - 1], 2)}
 
 
-async def push_to_consume(url: str, messages: int, consumer_url: str | None = None) -> dict:
-    """`consumer_url`: the consumer talks to another worker than the producer."""
+class RawClient:
+    """A keep-alive HTTP/1.1 client on one trio socket, for the latency figure without the
+    client's own cost: httpx spends about a millisecond of CPU per request here, this a few
+    tens of µs, so what is left is the broker's (and the network's)."""
+
+    def __init__(self, url: str) -> None:
+        host_port = url.split("://", 1)[1].rstrip("/")
+        self._host, port = host_port.rsplit(":", 1)
+        self._port = int(port)
+        self._buffer = b""
+
+    async def __aenter__(self) -> RawClient:
+        self._stream = await trio.open_tcp_stream(self._host, self._port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.aclose()
+
+    async def request(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
+        data = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {path} HTTP/1.1\r\nhost: {self._host}\r\n"
+        if body is not None:
+            head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n"
+        await self._stream.send_all(head.encode() + b"\r\n" + data)
+        while b"\r\n\r\n" not in self._buffer:
+            self._buffer += await self._stream.receive_some(65536)
+        header, _, rest = self._buffer.partition(b"\r\n\r\n")
+        lines = header.split(b"\r\n")
+        length = next((int(value) for name, _, value in (line.partition(b":") for line in lines[1:])
+                       if name.strip().lower() == b"content-length"), 0)
+        while len(rest) < length:
+            rest += await self._stream.receive_some(65536)
+        self._buffer = rest[length:]
+        return int(lines[0].split(b" ", 2)[1]), rest[:length]
+
+
+async def push_to_consume(url: str, messages: int, consumer_url: str | None = None, *,
+                          client: str = "httpx") -> dict:
+    """`consumer_url`: the consumer talks to another worker than the producer. `client`:
+    "httpx" (as the official clients' stack costs) or "raw" (RawClient: the broker's part)."""
     queue = "bench.latency"
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=url, timeout=60) as producer, \
-            httpx.AsyncClient(base_url=consumer_url or url, timeout=60) as consumer:
-        await producer.post("/api/v1/configure", json={"queue": queue})
+    async with httpx.AsyncClient(base_url=url, timeout=60) as setup:
+        await setup.post("/api/v1/configure", json={"queue": queue})
+    pop_path = f"/api/v1/pop/queue/{queue}?wait=true&timeout=5000&batch=10&autoAck=true"
+
+    async def send(producer: Any, body: dict) -> None:
+        if client == "raw":
+            status, _ = await producer.request("POST", "/api/v1/push", body)
+            assert status < 300, status
+        else:
+            (await producer.post("/api/v1/push", json=body)).raise_for_status()
+
+    async def receive(consumer: Any) -> tuple[float, list[dict]]:
+        if client == "raw":
+            status, data = await consumer.request("GET", pop_path)
+            now = time.perf_counter()
+            return now, json.loads(data)["messages"] if status == 200 else []
+        r = await consumer.get(pop_path)
+        now = time.perf_counter()
+        return now, r.json()["messages"] if r.status_code == 200 else []
+
+    def open_client(base: str) -> Any:
+        return RawClient(base) if client == "raw" else httpx.AsyncClient(base_url=base,
+                                                                         timeout=60)
+
+    async with open_client(url) as producer, open_client(consumer_url or url) as consumer:
         done = trio.Event()
 
         async def consume() -> None:
             while len(latencies) < messages:
-                r = await consumer.get(f"/api/v1/pop/queue/{queue}", params={
-                    "wait": "true", "timeout": "5000", "batch": "10", "autoAck": "true"})
-                now = time.perf_counter()
-                if r.status_code == 200:
-                    for m in r.json()["messages"]:
-                        latencies.append((now - m["data"]["sent"]) * 1000)
+                now, delivered = await receive(consumer)
+                for m in delivered:
+                    latencies.append((now - m["data"]["sent"]) * 1000)
             done.set()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consume)
             await trio.sleep(0.5)
             for _ in range(messages):
-                body = {"items": [{"queue": queue, "payload": {"sent": time.perf_counter()}}]}
-                (await producer.post("/api/v1/push", json=body)).raise_for_status()
+                await send(producer, {"items": [{"queue": queue,
+                                                 "payload": {"sent": time.perf_counter()}}]})
                 await trio.sleep(0.02)
             await done.wait()
     latencies.sort()

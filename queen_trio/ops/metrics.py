@@ -201,6 +201,8 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     g("queen_db_pool_size", "Connections the pool holds open.", db.pool_size)
     g("queen_db_pool_idle", "Open connections not in use.", db.pool_idle)
     g("queen_db_pool_active", "Connections in use.", f.pool_active)
+    g("queen_db_pool_held", "Connections in use that busy push shards and fusion callers keep "
+      "between their calls.", db.held)
     g("queen_db_pool_waiting", "Database calls waiting for a connection.", f.pool_waiting)
     c("queen_db_calls_total", "Database calls, each one trio-asyncio crossing.", db.calls)
     c("queen_db_call_failures_total", "Database calls that raised.", db.failures)
@@ -400,7 +402,8 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
                      "popped": a.pop_messages, "acked": a.ack_messages},
         "database": {"poolSize": f.database.pool_size, "idleConnections": f.database.pool_idle,
                      "waitingRequests": f.pool_waiting, "activeConnections": f.pool_active,
-                     "maxConnections": f.pool_max, "calls": f.database.calls,
+                     "maxConnections": f.pool_max, "heldConnections": f.database.held,
+                     "calls": f.database.calls,
                      "failures": f.database.failures,
                      "secondsInCalls": round(f.database.seconds_in_calls, 3)},
         "memory": {"rss": f.rss_bytes},

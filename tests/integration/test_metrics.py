@@ -34,6 +34,8 @@ async def test_prometheus_families_after_known_traffic(client, broker):
     families = await scrape(client)
     assert value(families["queen_uptime_seconds"], worker_id=me) > 0
     assert value(families["queen_db_pool_max"], worker_id=me) == 10
+    # Held by busy shards and fusion callers, never past the pool less its unheld two.
+    assert 0 <= value(families["queen_db_pool_held"], worker_id=me) <= 10 - 2
     assert value(families["queen_db_calls"], worker_id=me) > 0  # trio-asyncio crossings
     assert value(families["queen_push_items"], worker_id=me, status="queued") == 12
     assert value(families["queen_push_items"], worker_id=me, status="duplicate") == 0
