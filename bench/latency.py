@@ -4,13 +4,15 @@
 
 1. **Latency.** One consumer parks a long poll (`wait=true`, batch 10, autoAck); a producer
    pushes one message every 20 ms carrying its send time; the consumer's receive time minus
-   it is the latency. With `--workers 2` the producer talks to worker 1 and the consumer to
+   it is the latency. Each round runs twice: with httpx clients (the official Python client's
+   stack), then with a raw HTTP/1.1 client (bench/pop.py RawClient), which leaves out most of
+   the client's own cost. With `--workers 2` the producer talks to worker 1 and the consumer to
    worker 2 (the wake-up then comes through NOTIFY). p50 and p99 per round, and their median.
 2. **The path, counted.** In-process (no HTTP), one broker and one parked waiter: a push is
    committed, and the script counts what the broker does from that commit to the waiter's
-   reply: database calls (each one trio-asyncio crossing and one pool checkout), the
-   statements they run (each a round trip), and the trio tasks started. Counted, not timed,
-   so it is the same on a busy machine.
+   reply: database calls (each one trio-asyncio crossing), the statements they run (each a
+   round trip), and the trio tasks started. Counted, not timed, so it is the same on a busy
+   machine.
 
 Results go to bench/results/latency.json (latency-workers-N.json with more workers).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from functools import partial
 
 import trio
 from common import broker, database, log, write_results
@@ -147,21 +150,30 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    results: dict = {"workers": args.workers, "messages": args.messages, "rounds": []}
+    results: dict = {"workers": args.workers, "messages": args.messages, "rounds": [],
+                     "raw_client_rounds": []}
     with database() as db_url:
         with broker(db_url, workers=args.workers) as (_, _, own):
             for r in range(args.rounds):
+                # Alternating: the clients of the official stack (httpx), then a raw one.
                 row = trio.run(push_to_consume, own[0], args.messages, own[-1])
                 log(f"round {r + 1}: {row}")
                 results["rounds"].append(row)
+                raw = trio.run(partial(push_to_consume, own[0], args.messages, own[-1],
+                                       client="raw"))
+                log(f"round {r + 1}, raw client: {raw}")
+                results["raw_client_rounds"].append(raw)
         results["path"] = trio.run(count_the_path, db_url)
-    results["p50_ms"] = statistics.median(r["p50_ms"] for r in results["rounds"])
-    results["p99_ms"] = statistics.median(r["p99_ms"] for r in results["rounds"])
+    for key, rounds in (("", results["rounds"]), ("raw_client_", results["raw_client_rounds"])):
+        results[f"{key}p50_ms"] = statistics.median(r["p50_ms"] for r in rounds)
+        results[f"{key}p99_ms"] = statistics.median(r["p99_ms"] for r in rounds)
     name = "latency" if args.workers == 1 else f"latency-workers-{args.workers}"
     path = write_results(name, results)
     where = "different workers" if args.workers > 1 else "one worker"
     print(f"push -> consume, producer and consumer on {where}: p50 {results['p50_ms']} ms, "
-          f"p99 {results['p99_ms']} ms (median of {args.rounds} rounds)")
+          f"p99 {results['p99_ms']} ms with httpx clients; p50 {results['raw_client_p50_ms']} "
+          f"ms, p99 {results['raw_client_p99_ms']} ms with raw HTTP/1.1 clients (medians of "
+          f"{args.rounds} rounds)")
     print(f"what a push and its pop cost, counted: {json.dumps(results['path'])}")
     print(f"results: {path}")
 

@@ -270,8 +270,11 @@ class Database:
                          work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         if hold.conn is not None and not _usable(hold.conn):
             # Its backend went away while it was held (a restart, say): as the pool would.
-            await self._pool.release(hold.conn)
-            hold.conn = None
+            stale, hold.conn = hold.conn, None
+            try:
+                await self._pool.release(stale)
+            except asyncpg.InterfaceError:
+                pass  # the pool is closed (an abort): the checkout below says so
         if hold.conn is None:
             try:
                 hold.conn = await self._acquire()

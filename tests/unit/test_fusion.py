@@ -12,7 +12,9 @@ import trio.testing
 
 from queen_trio.consume.fusion import CallFusion, Fusable, FusionStatistics
 from queen_trio.errors import DatabaseUnavailable, Overloaded
+from queen_trio.storage.database import HOLD_IDLE_SECONDS
 from tests.support.gates import Gate
+from tests.support.holds import FakeHold
 
 
 @attrs.define(eq=False)
@@ -210,3 +212,25 @@ def test_statistics_are_frozen():
     assert stats == FusionStatistics(calls=0, requests=0, splits=0, waiting=0)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         stats.calls = 1  # type: ignore[misc]
+
+
+async def test_a_busy_caller_keeps_its_connection_and_gives_it_back_once_idle(autojump_clock):
+    hold, call = FakeHold(), FakeCall()
+
+    async def held_call(batch: list[Request]) -> None:
+        hold.take()  # as a held Database.call would
+        await call(batch)
+
+    fusion = CallFusion[Request](held_call, callers=1, hold=hold.factory)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fusion.run)
+        await fusion.submit(Request(value=1))
+        await trio.sleep(HOLD_IDLE_SECONDS / 2)
+        await fusion.submit(Request(value=2))
+        assert hold.holding and hold.given_back_at == []
+        last = trio.current_time()
+        await trio.sleep(60)
+        assert hold.given_back_at == [last + HOLD_IDLE_SECONDS] and not hold.holding
+        nursery.cancel_scope.cancel()
+    assert call.batches == [[1], [2]]
+    assert hold.opened == hold.closed == 1

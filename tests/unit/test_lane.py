@@ -11,8 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from queen_trio.push.lane import LaneClosed, LaneStatistics
+from queen_trio.push.lane import LaneClosed, LaneStatistics, PushLane
 from queen_trio.push.outcome import Outcome
+from queen_trio.storage.database import HOLD_IDLE_SECONDS
+from tests.support.holds import FakeHold
 from tests.support.lanes import FakePushBundle, packed_group, running_lane
 
 
@@ -331,3 +333,30 @@ async def test_statistics_count_segments_bundles_fusions_splits_and_failures(aut
                                    fused_groups=2, bundle_splits=1, failed_segments=1)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         stats.segments = 0  # type: ignore[misc]
+
+
+async def test_a_busy_shard_keeps_its_connection_and_gives_it_back_once_idle(autojump_clock):
+    store, hold = FakePushBundle(), FakeHold()
+
+    async def commit(segments):
+        hold.take()  # as a held Database.call would
+        return await store.commit(segments)
+
+    lane = PushLane(commit, shards=1, tick_seconds=5, idle_seconds=10_000, hold=hold.factory)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lane.run)
+        first = trio.current_time()
+        await push(lane, packed_group("a"))
+        await trio.sleep(2)  # within the backstop tick: still held, and used again
+        await push(lane, packed_group("b"))
+        assert hold.holding and hold.given_back_at == []
+        second = trio.current_time()
+        await trio.sleep(60)
+        # Given back once the tick found nothing and HOLD_IDLE_SECONDS passed without a call.
+        assert hold.given_back_at == [second + 5 + HOLD_IDLE_SECONDS]
+        assert not hold.holding and first < second
+        # Taken again by the next bundle, and given back when the lane ends.
+        await push(lane, packed_group("c"))
+        lane.close()
+    assert hold.opened == hold.closed == 1
+    assert len(hold.given_back_at) == 2
