@@ -91,7 +91,7 @@ class ConnectionGate:
         client = scope.get("client")
         stream = self._streams.get(tuple(client)) if client else None
         if stream is not None:
-            stream.deadline = None
+            stream.stop_clock()
 
     def listener(self, inner: trio.SocketListener) -> trio.abc.Listener[trio.abc.Stream]:
         return _GatedListener(self, inner)
@@ -156,8 +156,17 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         except OSError:
             self.peer = (id(self),)
         self.deadline: float | None = None
+        # The read under way while a request's clock runs: hypercorn reads on (for the next
+        # request, or a hang-up) before its app has read the request, so stopping the clock
+        # must also disarm that read, or a long poll would be answered 408 mid-wait.
+        self._clocked_read: trio.CancelScope | None = None
         self._closed = False
         self.hung_up = trio.Event()
+
+    def stop_clock(self) -> None:
+        self.deadline = None
+        if self._clocked_read is not None:
+            self._clocked_read.deadline = math.inf
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         try:
@@ -174,8 +183,11 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             else:
                 self.hung_up.set()
             return data
-        with trio.move_on_at(self.deadline):
-            data = await self._stream.receive_some(max_bytes)
+        with trio.move_on_at(self.deadline) as self._clocked_read:
+            try:
+                data = await self._stream.receive_some(max_bytes)
+            finally:
+                self._clocked_read = None
             if not data:
                 self.hung_up.set()
             return data

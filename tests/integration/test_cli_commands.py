@@ -16,7 +16,7 @@ import subprocess
 import trio
 import yaml
 
-from tests.support.cli import EXECUTABLE, cli_env, gather, run_cli, until
+from tests.support.cli import EXECUTABLE, cli_env, gather, interruptible, run_cli, until
 from tests.support.consuming import ack_batch, configure, pop, push
 from tests.support.processes import free_port
 
@@ -199,7 +199,8 @@ async def test_ctrl_c_gives_back_and_deletes_the_throwaway_group(http_url, clien
     await push(client, "watched", "old")
     tail = await trio.lowlevel.open_process(
         [EXECUTABLE, "tail", "watched", "-f", "--server", http_url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+        preexec_fn=interruptible)
     await until(lambda: _has_group(client, "queen-trio-tail-"))
     (name,) = await groups_named(client, "queen-trio-tail-")
     host, pid = name.removeprefix("queen-trio-tail-").rsplit("-", 2)[:2]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -124,6 +125,19 @@ async def test_a_request_that_trickles_in_gets_408_and_is_closed(database_url, s
         assert reply.startswith(b"HTTP/1.1 408 ")
         assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"].startswith(
             "Request not received within 1 s")
+
+
+async def test_a_long_poll_longer_than_the_read_timeout_is_not_cut_short(database_url):
+    # The clock covers reading the request, not serving it: a long poll of 2.5 s under a
+    # 1 s read timeout answers 204 at its own timeout, on a connection that stays usable.
+    async with served(database_url, request_read_timeout_ms=1000) as (_, url), \
+            httpx.AsyncClient(base_url=url, timeout=30) as client:
+        started = trio.current_time()
+        parked = await client.get("/api/v1/pop/queue/slow", params={
+            "wait": "true", "timeout": "2500"})
+        assert parked.status_code == 204, parked.text
+        assert trio.current_time() - started >= 2.4
+        assert (await client.get("/health")).status_code == 200
 
 
 async def test_past_the_connection_cap_clients_wait_in_the_backlog(database_url, caplog):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -72,3 +73,10 @@ async def until(predicate: Any, *, within: float = 60) -> None:
     with trio.fail_after(within):
         while not await predicate():
             await trio.sleep(0.05)
+
+
+def interruptible() -> None:
+    """A child's `preexec_fn`: Ctrl-C raises KeyboardInterrupt in it, as at a terminal, even
+    when the tests run in a background job (a non-interactive shell starts those with SIGINT
+    ignored, the child inherits that, and Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
