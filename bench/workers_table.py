@@ -134,6 +134,18 @@ def markdown(table: dict[int, dict]) -> str:
     return "\n".join(lines)
 
 
+def checks(one: dict, two: dict) -> dict:
+    """The issue's ratios, from a 1-worker and a 2-worker row."""
+    return {
+        "total_cpu_per_request_2w_over_1w": round(
+            two["total_cpu_us_per_request"] / one["total_cpu_us_per_request"], 3),
+        "empty_app_2w_over_1w": round(two["empty_requests_per_s"] / one["empty_requests_per_s"],
+                                      3),
+        "push1_over_empty_1w": round(one["push1_broker_us"] / one["empty_broker_us"], 3),
+        "popack1_over_empty_1w": round(one["popack1_broker_us"] / one["empty_broker_us"], 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
@@ -163,20 +175,19 @@ def main() -> None:
     results = {"seconds": args.seconds, "rounds": args.rounds, "connections": args.connections,
                "rows": rows, "median": table}
     if 1 in table and 2 in table:
-        one, two = table[1], table[2]
-        results["checks"] = {
-            "total_cpu_per_request_2w_over_1w": round(
-                two["total_cpu_us_per_request"] / one["total_cpu_us_per_request"], 3),
-            "empty_app_2w_over_1w": round(
-                two["empty_requests_per_s"] / one["empty_requests_per_s"], 3),
-            "push1_over_empty_1w": round(one["push1_broker_us"] / one["empty_broker_us"], 3),
-            "popack1_over_empty_1w": round(one["popack1_broker_us"] / one["empty_broker_us"],
-                                           3),
-        }
+        results["checks"] = checks(table[1], table[2])
+        # The same ratios round by round (each round's rows ran back to back), and their
+        # median: on a machine whose speed drifts between rounds, the pairing cancels it.
+        per_round = [checks(one, two) for one, two in zip(rows[1], rows[2], strict=True)]
+        results["checks_per_round"] = per_round
+        results["checks_median_of_rounds"] = {
+            key: round(statistics.median(c[key] for c in per_round), 3) for key in per_round[0]}
     path = write_results("workers_table", results)
     print(markdown(table))
     if "checks" in results:
-        print("\n" + json.dumps(results["checks"], indent=2))
+        print("\nratios of the medians: " + json.dumps(results["checks"]))
+        print("medians of the per-round ratios: "
+              + json.dumps(results["checks_median_of_rounds"]))
     print(f"results: {path}")
 
 
