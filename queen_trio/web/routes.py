@@ -214,7 +214,8 @@ def _not_in_this_broker(method: str, template: str):  # type: ignore[no-untyped-
 
 
 def _waits(request: Request) -> bool:
-    """A pop that may park (a long poll) is watched for a hang-up. One that does not answers
-    within one claim, unwatched: if its client is gone by then, its lease expires as a
-    crashed consumer's would."""
+    """A pop that may park (a long poll) gets a watcher task, which cancels the parked wait
+    when the client hangs up. One that does not wait is one claim and needs none: its
+    request's `gone` (the connection's hang-up) still tells it to give back what it claims
+    after the client left."""
     return wire.query_bool(request.query, "wait", False)
