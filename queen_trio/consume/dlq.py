@@ -1,5 +1,5 @@
 """GET /api/v1/dlq: a group's dead letters, payloads decrypted, with the total. A payload
-this broker's key cannot decrypt reads as null."""
+this broker's key cannot decrypt, or a frame that does not parse, reads as null."""
 
 from __future__ import annotations
 
@@ -32,14 +32,19 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
     rows, total = await db.call(run)
     messages = []
     for row in rows:
-        frame = next(framing.unpack(row["frame"]))
-        payload: bytes | None = frame.payload
-        if frame.encrypted:
-            try:
-                payload = cipher.decrypt(frame.payload)
-            except Exception:
-                # Kept as ciphertext: the right key makes it readable again.
-                payload = None
+        fields = next(framing.fields_between(row["frame"], [len(row["frame"])]))
+        payload: bytes | None = None
+        sub = trace = None
+        # A frame that does not parse is dead-lettered as it is (the claim could not decode
+        # it): listed with its row's facts, no payload.
+        if not isinstance(fields, framing.Undecodable):
+            _, _, trace, sub, encrypted, payload = fields
+            if encrypted:
+                try:
+                    payload = cipher.decrypt(payload)
+                except Exception:
+                    # Kept as ciphertext: the right key makes it readable again.
+                    payload = None
         messages.append({
             "id": str(row["message_id"]),
             "transactionId": row["transaction_id"],
@@ -50,8 +55,8 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
             "errorMessage": row["error_message"],
             "retryCount": row["retry_count"],
             "data": None if payload is None else msgspec.Raw(payload),
-            "producerSub": frame.producer_sub,
-            "traceId": str(frame.trace_id) if frame.trace_id else None,
+            "producerSub": sub,
+            "traceId": trace,
             "createdAt": wire.format_millis(row["message_created_at"]),
             "failedAt": wire.format_millis(row["failed_at"]),
         })

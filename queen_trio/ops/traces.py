@@ -84,13 +84,16 @@ def _event(row: Any) -> dict[str, Any]:
 
 
 def _payload(cipher: PayloadCipher, frame_bytes: bytes | None) -> msgspec.Raw | None:
-    """A stored frame's payload, decrypted (None: retention removed the message, or this
-    broker's key cannot read it)."""
+    """A stored frame's payload, decrypted (None: retention removed the message, this
+    broker's key cannot read it, or the frame does not parse)."""
     if frame_bytes is None:
         return None
-    frame = next(framing.unpack(frame_bytes))
+    fields = next(framing.fields_between(frame_bytes, [len(frame_bytes)]))
+    if isinstance(fields, framing.Undecodable):
+        return None  # a frame that does not parse has no payload to show
+    encrypted, payload = fields[4], fields[5]
     try:
-        return msgspec.Raw(cipher.decrypt(frame.payload) if frame.encrypted else frame.payload)
+        return msgspec.Raw(cipher.decrypt(payload) if encrypted else payload)
     except Exception:
         return None  # not readable with this broker's key (docs/api.md: DLQ)
 

@@ -99,6 +99,10 @@ async def test_a_frame_that_does_not_parse_is_dead_lettered_alone(client, broker
                           "FROM queen.dead_letters")
     assert [(r["transaction_id"], r["message_offset"]) for r in rows] == [("b", 1)]
     assert rows[0]["error_message"].startswith("undecodable frame")
+    # The DLQ lists it (no payload to show) rather than failing on it.
+    (letter,) = await dead_letters(client, "frames")
+    assert (letter["transactionId"], letter["data"], letter["traceId"]) == ("b", None, None)
+    assert letter["errorMessage"].startswith("undecodable frame")
 
 
 # -- a consumer that hangs up ----------------------------------------------------------------

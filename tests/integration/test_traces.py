@@ -51,6 +51,21 @@ async def test_record_and_read_traces(client):
     assert (await client.get(f"/api/v1/traces/{UUID}/nothing")).json() == {"traces": []}
 
 
+async def test_a_trace_of_a_message_whose_frame_does_not_parse_shows_no_payload(client, broker):
+    from tests.support.db import db_execute
+
+    await push(client, "frames", {"n": 1}, txids=["f-1"])
+    m = (await pop(client, "frames"))["messages"][0]
+    await trace(client, m, {"step": "seen"}, ["broken-1"])
+    # Corrupt the frame's payload length (the 4 bytes at 21..24 of its header).
+    await db_execute(broker.db, """
+        UPDATE queen.segments SET frames = overlay(frames PLACING '\\xffffffff'::bytea FROM 22)""")
+    r = await client.get("/api/v1/traces/by-name/broken-1")
+    assert r.status_code == 200, r.text
+    (event,) = r.json()["traces"]
+    assert event["message_payload"] is None and event["data"] == {"step": "seen"}
+
+
 async def test_encrypted_payload_is_decrypted_in_traces(database_url):
     import httpx
 
