@@ -32,19 +32,12 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
     rows, total = await db.call(run)
     messages = []
     for row in rows:
-        fields = next(framing.fields_between(row["frame"], [len(row["frame"])]))
-        payload: bytes | None = None
-        sub = trace = None
-        # A frame that does not parse is dead-lettered as it is (the claim could not decode
-        # it): listed with its row's facts, no payload.
-        if not isinstance(fields, framing.Undecodable):
-            _, _, trace, sub, encrypted, payload = fields
-            if encrypted:
-                try:
-                    payload = cipher.decrypt(payload)
-                except Exception:
-                    # Kept as ciphertext: the right key makes it readable again.
-                    payload = None
+        fields = framing.read_one(row["frame"])
+        # No payload for a frame that does not parse (the claim that could not decode it
+        # dead-lettered it as it is), nor for one this key cannot decrypt (kept as
+        # ciphertext: the right key reads it again).
+        payload, _ = cipher.read_payload(fields)
+        trace, sub = (None, None) if isinstance(fields, framing.Undecodable) else fields[2:4]
         messages.append({
             "id": str(row["message_id"]),
             "transactionId": row["transaction_id"],

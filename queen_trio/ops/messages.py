@@ -337,8 +337,8 @@ async def _dead_page(conn: asyncpg.Connection, q: MessageQuery,
     rows = await Q.message_dead_page.fetch(
         conn, range_from=q.start, range_to=q.end, partition_ids=partition_ids,
         limit=q.limit, offset=q.offset)
-    return [(r["partition_id"], r["message_offset"], _readable(next(framing.fields_between(
-        r["frame"], [len(r["frame"])]))), r["message_created_at"]) for r in rows]
+    return [(r["partition_id"], r["message_offset"], _readable(framing.read_one(r["frame"])),
+             r["message_created_at"]) for r in rows]
 
 
 async def get_message(db: Database, cipher: PayloadCipher, partition: str,
@@ -362,8 +362,8 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
         frame_bytes = dead[0]["frame"]  # retention removed the segment; the DLQ kept a copy
     if row is None or frame_bytes is None:
         raise NotFound("Message not found")
-    fields = next(framing.fields_between(frame_bytes, [len(frame_bytes)]))
-    payload, problem = _open(cipher, fields)
+    fields = framing.read_one(frame_bytes)
+    payload, problem = cipher.read_payload(fields)
     offset = row["message_offset"]
     known = _Partitions()
     known.groups[pid] = [_Position(s["consumer_group"], s["cursor_offset"], s["leased_until"],
@@ -391,7 +391,7 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
         "queue": row["queue_name"], "partition": row["partition_name"],
         "namespace": row["namespace"] or None, "task": row["task"] or None,
         "status": status,
-        "payload": payload, "payloadError": problem,
+        "payload": None if payload is None else msgspec.Raw(payload), "payloadError": problem,
         "isEncrypted": encrypted if readable else None,
         "traceId": trace, "producerSub": sub, "createdAt": wire.format_millis(created),
         "errorMessage": dead[0]["error_message"] if dead else None,
@@ -475,17 +475,4 @@ async def retry_message(db: Database, cipher: PayloadCipher, wakeups: WakeRegist
 
 def _undeliverable(cipher: PayloadCipher, frame: bytes) -> str | None:
     """Why a dead letter's frame cannot be delivered again, or None."""
-    return _open(cipher, next(framing.fields_between(frame, [len(frame)])))[1]
-
-
-def _open(cipher: PayloadCipher, fields: framing.Fields | framing.Undecodable
-          ) -> tuple[msgspec.Raw | None, str | None]:
-    """A frame's payload, decrypted, or None and why it cannot be read."""
-    if isinstance(fields, framing.Undecodable):
-        return None, fields.reason
-    if not fields[4]:
-        return msgspec.Raw(fields[5]), None
-    try:
-        return msgspec.Raw(cipher.decrypt(fields[5])), None
-    except Exception:  # a changed or missing key (InvalidTag, or ValueError naming why)
-        return None, "its payload does not decrypt with this broker's key"
+    return cipher.read_payload(framing.read_one(frame))[1]

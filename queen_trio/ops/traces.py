@@ -88,14 +88,8 @@ def _payload(cipher: PayloadCipher, frame_bytes: bytes | None) -> msgspec.Raw | 
     broker's key cannot read it, or the frame does not parse)."""
     if frame_bytes is None:
         return None
-    fields = next(framing.fields_between(frame_bytes, [len(frame_bytes)]))
-    if isinstance(fields, framing.Undecodable):
-        return None  # a frame that does not parse has no payload to show
-    encrypted, payload = fields[4], fields[5]
-    try:
-        return msgspec.Raw(cipher.decrypt(payload) if encrypted else payload)
-    except Exception:
-        return None  # not readable with this broker's key (docs/api.md: DLQ)
+    payload, _ = cipher.read_payload(framing.read_one(frame_bytes))
+    return None if payload is None else msgspec.Raw(payload)
 
 
 async def by_name(db: Database, cipher: PayloadCipher, name: str,

@@ -11,6 +11,8 @@ import os
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from .frames import Fields, Undecodable
+
 log = logging.getLogger("queen_trio.encryption")
 
 NONCE_BYTES = 12
@@ -44,6 +46,17 @@ class PayloadCipher:
         assert self._aead is not None
         nonce = os.urandom(NONCE_BYTES)
         return nonce + self._aead.encrypt(nonce, plaintext, None)
+
+    def read_payload(self, fields: Fields | Undecodable) -> tuple[bytes | None, str | None]:
+        """A stored frame's payload, decrypted; or None and why it cannot be read."""
+        if isinstance(fields, Undecodable):
+            return None, fields.reason
+        if not fields[4]:
+            return fields[5], None
+        try:
+            return self.decrypt(fields[5]), None
+        except Exception:  # a changed or missing key (InvalidTag, or ValueError naming why)
+            return None, "its payload does not decrypt with this broker's key"
 
     def decrypt(self, stored: bytes) -> bytes:
         if self._aead is None:

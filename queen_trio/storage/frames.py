@@ -94,6 +94,11 @@ class Undecodable:
     reason: str
 
 
+def read_one(frame: bytes) -> Fields | Undecodable:
+    """A frame stored on its own (a dead letter's copy, one message's): as `fields_between`."""
+    return next(fields_between(frame, [len(frame)]))
+
+
 def fields_between(frames: bytes, ends: Sequence[int]) -> Iterator[Fields | Undecodable]:
     """The hot path of a pop: per frame, (id, transaction id, trace id, producer sub,
     encrypted, payload) as text, without building Frame objects. `ends[i]` is where frame i
