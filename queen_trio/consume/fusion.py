@@ -18,12 +18,12 @@ import trio
 
 from ..errors import DatabaseUnavailable, Overloaded
 from ..storage.database import (
-    HOLD_IDLE_SECONDS,
     Hold,
     HoldFactory,
     is_connection_failure,
     is_overload,
     no_hold,
+    receive_or_let_go,
 )
 
 # Requests that may wait for the next call of one fusion; past it a request is refused (503).
@@ -100,16 +100,9 @@ class CallFusion(Generic[R]):
             while True:
                 await self._call_next(hold)
 
-    async def _next_request(self, hold: Hold) -> R:
-        """The next request; an idle caller lets its connection go before it blocks."""
-        if hold.holding:
-            with trio.move_on_after(HOLD_IDLE_SECONDS):
-                return await self._receive.receive()
-            await hold.let_go()
-        return await self._receive.receive()
-
     async def _call_next(self, hold: Hold) -> None:
-        batch = [await self._next_request(hold)]
+        # An idle caller lets its connection go before it blocks.
+        batch = [await receive_or_let_go(self._receive.receive, hold)]
         while True:
             try:
                 batch.append(self._receive.receive_nowait())

@@ -27,12 +27,12 @@ import trio
 
 from ..errors import DatabaseUnavailable
 from ..storage.database import (
-    HOLD_IDLE_SECONDS,
     Hold,
     HoldFactory,
     is_connection_failure,
     is_overload,
     no_hold,
+    receive_or_let_go,
 )
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
@@ -130,17 +130,14 @@ class ShardCommitter:
         The backstop tick is a periodic re-check after activity, never a reason to wait for
         more. An idle shard (a tick found nothing) blocks, and lets its connection go first
         if nothing came for HOLD_IDLE_SECONDS."""
-        timeout = self._tick if ticking else HOLD_IDLE_SECONDS if hold.holding else math.inf
-        while True:
-            with trio.move_on_after(timeout):
-                try:
-                    return [await self._receive.receive()]
-                except trio.EndOfChannel:
-                    return None
-            if ticking:
-                return []
-            await hold.let_go()
-            timeout = math.inf
+        try:
+            if not ticking:
+                return [await receive_or_let_go(self._receive.receive, hold)]
+            with trio.move_on_after(self._tick):
+                return [await self._receive.receive()]
+            return []
+        except trio.EndOfChannel:
+            return None
 
     async def _commit(self, bundle: list[Segment]) -> None:
         try:

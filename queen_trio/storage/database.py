@@ -117,6 +117,16 @@ async def no_hold() -> AsyncIterator[Hold]:
 HoldFactory = Callable[[], AbstractAsyncContextManager[Hold]]
 
 
+async def receive_or_let_go(receive: Callable[[], Awaitable[T]], hold: Hold) -> T:
+    """`receive()` for a holder between its calls: if nothing comes within
+    HOLD_IDLE_SECONDS, the held connection goes back to the pool before it blocks on."""
+    if hold.holding:
+        with trio.move_on_after(HOLD_IDLE_SECONDS):
+            return await receive()
+        await hold.let_go()
+    return await receive()
+
+
 class ConnectionHold:
     """A pool connection one task keeps between its calls; see `Database.holding`."""
 
