@@ -171,9 +171,10 @@ def query_int(query: Mapping[str, str], key: str, default: int, *, minimum: int,
     match = _INTEGER.fullmatch(raw.strip())
     if match is None:
         raise BadRequest(f"{key} must be an integer")
-    if len(match.group(1)) > MAX_DIGITS or not minimum <= int(match.group()) <= maximum:
+    value = int(match.group()) if len(match.group(1)) <= MAX_DIGITS else None
+    if value is None or not minimum <= value <= maximum:
         raise BadRequest(f"{key} must be between {minimum} and {maximum}")
-    return int(match.group())
+    return value
 
 
 @attrs.frozen

@@ -43,27 +43,21 @@ class Query:
     plan_for_values: bool = False
 
     async def fetch(self, conn: Any, **values: Any) -> list[Any]:
-        if self.plan_for_values:
-            return await self._planned(conn, conn.fetch, values)  # type: ignore[no-any-return]
-        return await conn.fetch(self.text, *self.args(values))  # type: ignore[no-any-return]
+        return await self._run(conn, conn.fetch, values)  # type: ignore[no-any-return]
 
     async def fetchrow(self, conn: Any, **values: Any) -> Any:
-        if self.plan_for_values:
-            return await self._planned(conn, conn.fetchrow, values)
-        return await conn.fetchrow(self.text, *self.args(values))
+        return await self._run(conn, conn.fetchrow, values)
 
     async def fetchval(self, conn: Any, **values: Any) -> Any:
-        if self.plan_for_values:
-            return await self._planned(conn, conn.fetchval, values)
-        return await conn.fetchval(self.text, *self.args(values))
+        return await self._run(conn, conn.fetchval, values)
 
     async def execute(self, conn: Any, **values: Any) -> str:
-        if self.plan_for_values:
-            return await self._planned(conn, conn.execute, values)  # type: ignore[no-any-return]
-        return await conn.execute(self.text, *self.args(values))  # type: ignore[no-any-return]
+        return await self._run(conn, conn.execute, values)  # type: ignore[no-any-return]
 
-    async def _planned(self, conn: Any, run: Any, values: Mapping[str, Any]) -> Any:
+    async def _run(self, conn: Any, run: Any, values: Mapping[str, Any]) -> Any:
         args = self.args(values)
+        if not self.plan_for_values:
+            return await run(self.text, *args)
         async with conn.transaction():
             await conn.execute(_PLAN_FOR_VALUES)
             return await run(self.text, *args)
