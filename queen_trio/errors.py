@@ -7,7 +7,15 @@ from __future__ import annotations
 
 
 class QueenError(Exception):
-    """Base of the errors a caller is meant to see; the message is the explanation."""
+    """Base of the errors a caller is meant to see; the message is the explanation.
+
+    `fields` go into the error reply beside `"error"`: the machine-readable codes the 2.x
+    clients branch on (`{"error": "kv_bad_request", "reason": "riders_not_supported"}`).
+    """
+
+    def __init__(self, message: str, **fields: object) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 class BadRequest(QueenError):

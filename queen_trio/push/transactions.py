@@ -52,6 +52,10 @@ class _WireOp(msgspec.Struct):
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
     requiredLeases: Any = UNSET
+    # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): read so that a
+    # transaction carrying one is refused, never committed without its gate.
+    kv: Any = UNSET
+    timers: Any = UNSET
 
 
 _BODY = msgspec.json.Decoder(_WireTransaction)
@@ -95,6 +99,12 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
         if "operations" in str(exc):
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
+    for rider in ("kv", "timers"):
+        if getattr(decoded, rider) not in (UNSET, None, []):
+            # The client's own reason code: its guard and once() callers see why.
+            raise BadRequest("kv_bad_request", reason="riders_not_supported",
+                             detail=f"transaction {rider} riders are not supported by this "
+                                    "broker yet; nothing was committed")
     if decoded.operations is UNSET:
         raise BadRequest("operations array required")
     if not decoded.operations:

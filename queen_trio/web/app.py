@@ -215,7 +215,7 @@ class App:
         except QueenError as exc:
             status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)),
                           500)
-            response = error_response(status, str(exc))
+            response = error_response(status, str(exc), exc.fields)
             if status == 503:  # the database is back, or the broker caught up: come back
                 response.headers.append((b"retry-after", b"1"))
             return response

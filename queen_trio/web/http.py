@@ -65,5 +65,7 @@ def json_response(status: int, value: Any, *, items: int | None = None,
     return Response(status, msgspec.json.encode(value), items=items, queue=queue)
 
 
-def error_response(status: int, message: str) -> Response:
-    return json_response(status, {"error": message})
+def error_response(status: int, message: str,
+                   fields: dict[str, object] | None = None) -> Response:
+    """`{"error": message}`, plus any machine-readable `fields` (a code, a reason)."""
+    return json_response(status, {"error": message, **(fields or {})})

@@ -48,6 +48,11 @@ async def test_the_official_client_reads_them_as_unsupported_and_carries_on(http
     assert report["ephemeral"]["status"] == 404
     assert report["kv"]["status"] == 404 and report["kv"]["code"] == "not_implemented"
     assert report["push_after"][0]["status"] == "queued"
+    assert report["once"]["status"] == 400
+    assert report["once"]["body"] == {"error": "kv_bad_request",
+                                      "reason": "riders_not_supported",
+                                      "detail": report["once"]["body"]["detail"]}
+    assert report["once_pushed"] == []
     # README "What surprises newcomers": consume() without .batch() or .each() hands the
     # handler a list, even of one message.
     assert report["consume_handed"] == ["list"]

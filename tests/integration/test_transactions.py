@@ -144,3 +144,25 @@ async def test_bad_transaction_is_400_and_writes_nothing(client, broker, body, m
 async def test_transaction_bad_json_is_400(client, raw):
     r = await client.post("/api/v1/transaction", content=raw)
     assert r.status_code == 400 and "error" in r.json()
+
+
+@pytest.mark.parametrize("riders", [
+    {"kv": [{"op": "putIfAbsent", "ns": "jobs", "key": "k", "value": True, "forever": True,
+             "required": True}]},
+    {"timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
+])
+@pytest.mark.parametrize("operations", [[], [{"type": "push", "queue": "q", "payload": 1}]])
+async def test_a_transaction_with_riders_is_refused_and_commits_nothing(client, broker, riders,
+                                                                        operations):
+    """A rider this broker cannot honour is never dropped: the whole transaction is refused."""
+    r = await client.post("/api/v1/transaction", json={"operations": operations, **riders})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "kv_bad_request"
+    assert r.json()["reason"] == "riders_not_supported"
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 0
+
+
+@pytest.mark.parametrize("riders", [{"kv": []}, {"kv": None, "timers": []}])
+async def test_empty_riders_are_no_riders(client, riders):
+    body = await transact(client, [{"type": "push", "queue": "q", "payload": 1}], **riders)
+    assert body["success"] is True

@@ -40,6 +40,15 @@ async def main(url: str) -> dict:
             await q.kv.get("sf", "key")
         except Exception as exc:  # noqa: BLE001
             r["kv"] = refusal(exc)
+        # A transaction with a rider this broker cannot honour is refused whole, never
+        # committed without its gate.
+        try:
+            await (q.transaction().once("sf", "job-1", forever=True)
+                   .queue("sf.once").push([{"data": {"n": 1}}]).commit())
+            r["once"] = "committed"
+        except Exception as exc:  # noqa: BLE001
+            r["once"] = refusal(exc)
+        r["once_pushed"] = await q.queue("sf.once").batch(5).wait(False).pop()
         # Still healthy after both: a 404 is not counted against the broker.
         r["push_after"] = await q.queue("sf.plain").push([{"data": {"n": 2}}])
     return r
