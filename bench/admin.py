@@ -25,7 +25,7 @@ import uuid_utils
 from common import broker, database, log, write_results
 
 from queen_trio.storage import frames
-from queen_trio.storage.database import apply_migrations
+from queen_trio.storage.schema import apply_migrations
 
 QUEUE = "bench.admin"
 PAYLOAD = b'{"orderId":12345,"customer":"c-42","total":19.99,"items":3}'

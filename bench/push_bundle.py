@@ -36,7 +36,7 @@ def backend_cpu(pid: int) -> float:
 async def run(db_url: str, args: argparse.Namespace) -> dict:
     conn = await asyncpg.connect(db_url)
     try:
-        from queen_trio.storage.database import apply_migrations
+        from queen_trio.storage.schema import apply_migrations
 
         await apply_migrations(conn)
         old = (MIGRATIONS / "0011_duplicate_ids.sql").read_text()

@@ -46,5 +46,10 @@ class Overloaded(QueenError):
         super().__init__(f"broker overloaded: {what}")
 
 
+class SchemaError(QueenError):
+    """The database's schema is one this broker cannot serve (older than it upgrades, or
+    migrated by a newer broker); the message names the version and the way out."""
+
+
 class ConfigError(QueenError):
     """The configuration cannot be used; the message names the variable and the cause."""

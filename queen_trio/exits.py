@@ -31,13 +31,14 @@ class WorkerFailed(Exception):
 def report_boot_failure(exc: BaseException, prog: str = "queen-trio") -> int:
     """Name each cause of a failed start on stderr, one line each (no traceback wall); the
     exit status: USAGE for configuration errors only, REFUSED otherwise."""
-    from .errors import ConfigError
+    from .errors import ConfigError, SchemaError
 
     causes = list(_leaves(exc))
     for cause in causes:
         if isinstance(cause, WorkerFailed):
             continue  # the worker named its cause already
         kind = ("configuration error" if isinstance(cause, ConfigError)
+                else "schema error" if isinstance(cause, SchemaError)
                 else type(cause).__name__)
         print(f"{prog}: {kind}: {cause}", file=sys.stderr)
     failed = [c for c in causes if isinstance(c, WorkerFailed)]

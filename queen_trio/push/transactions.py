@@ -92,6 +92,16 @@ def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw |
     return item
 
 
+def _refuse_riders(decoded: _WireTransaction) -> None:
+    """A rider this broker cannot honour refuses the whole transaction."""
+    for rider in ("kv", "timers"):
+        if getattr(decoded, rider) not in (UNSET, None, []):
+            # The client's own reason code: its guard and once() callers see why.
+            raise BadRequest("kv_bad_request", reason="riders_not_supported",
+                             detail=f"transaction {rider} riders are not supported by this "
+                                    "broker yet; nothing was committed")
+
+
 def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
     try:
         decoded = wire.decode_strict(_BODY, body)
@@ -99,12 +109,7 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
         if "operations" in str(exc):
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
-    for rider in ("kv", "timers"):
-        if getattr(decoded, rider) not in (UNSET, None, []):
-            # The client's own reason code: its guard and once() callers see why.
-            raise BadRequest("kv_bad_request", reason="riders_not_supported",
-                             detail=f"transaction {rider} riders are not supported by this "
-                                    "broker yet; nothing was committed")
+    _refuse_riders(decoded)
     if decoded.operations is UNSET:
         raise BadRequest("operations array required")
     if not decoded.operations:

@@ -2,8 +2,9 @@
 running initdb.
 
 initdb takes a second or two; copying its result takes a tenth of that. The cache keeps one
-template per PostgreSQL version and schema (the migrations' text), in the user's cache
-directory: `$XDG_CACHE_HOME/queen-trio`, else `~/.cache/queen-trio`. Under root it is
+template per PostgreSQL version and schema (the text of its migrations, functions, views and
+triggers), in the user's cache directory: `$XDG_CACHE_HOME/queen-trio`, else
+`~/.cache/queen-trio`. Under root it is
 `/var/cache/queen-trio`, which the cluster's user (queen-pg) can reach without opening /root.
 QUEEN_TRIO_CACHE_DIR overrides both. It is the one thing a test session leaves behind.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 import attrs
 
 from .embedded import EmbeddedPostgres, EmbeddedPostgresError, find_bin_dir, scrubbed_environment
-from .sql import migrations
+from .sql import migrations, sql_objects
 
 log = logging.getLogger("queen_trio.cluster_cache")
 
@@ -72,11 +73,13 @@ def postgres_version(bin_dir: Path | None = None) -> str:
 
 
 def schema_version() -> str:
-    """The newest migration's number and a digest of every migration's text."""
+    """The newest migration's number and a digest of every migration's text and of every
+    function, view and trigger: a template is rebuilt when any of them changes."""
     applied = migrations()
     digest = hashlib.sha256()
     for version, text in applied:
         digest.update(version.encode() + b"\0" + text.encode() + b"\0")
+    digest.update(sql_objects().digest.encode())
     return f"{applied[-1][0].split('_', 1)[0]}-{digest.hexdigest()[:12]}"
 
 
@@ -126,7 +129,8 @@ async def finish_build(build: Build) -> Path:
     # Here, not at the top: finding and copying a template needs neither trio nor asyncpg.
     import trio
 
-    from .database import migrate, open_database
+    from .database import open_database
+    from .schema import migrate
     from .server_admin import create_database
 
     cluster, staging, final = build.cluster, build.staging, build.final

@@ -1,4 +1,5 @@
-"""Every database call goes through here: the asyncpg pool, the trio-asyncio crossing, migrations.
+"""Every database call goes through here: the asyncpg pool, the trio-asyncio crossing; the
+schema brought up to date at start (storage/schema.py).
 
 asyncpg is asyncio code; the broker is trio. One trio-asyncio loop is opened for the broker's
 lifetime and each logical operation crosses the bridge exactly once (`Database.call`), so the
@@ -28,13 +29,12 @@ import trio
 import trio_asyncio
 
 from ..errors import DatabaseUnavailable, Overloaded
-from .sql import Q, Query, migrations
+from .schema import migrate
+from .sql import Q, Query
 
 log = logging.getLogger("queen_trio.database")
 
 T = TypeVar("T")
-
-MIGRATION_LOCK_KEY = 0x51_75_65_65_6E_00  # "Queen\0": serialises migrations across brokers
 
 # A holder that made no call for this long gives its connection back (see `Database.holding`).
 HOLD_IDLE_SECONDS = 0.1
@@ -383,41 +383,6 @@ def _terminate(conn: asyncpg.Connection) -> None:
         conn.terminate()
     except asyncpg.InterfaceError:
         pass  # given back to its pool already, when its backend went away
-
-
-async def apply_migrations(conn: asyncpg.Connection, *, up_to: str | None = None) -> list[str]:
-    """Apply the migrations not applied yet (those up to `up_to` only, for upgrade tests);
-    the versions applied."""
-    applied: list[str] = []
-    await Q.migration_lock.execute(conn, lock_key=MIGRATION_LOCK_KEY)
-    try:
-        await Q.migration_bootstrap.execute(conn)
-        done = {r["version"] for r in await Q.migrations_applied.fetch(conn)}
-        for version, text in migrations():
-            if up_to is not None and version > up_to:
-                break
-            if version in done:
-                continue
-            async with conn.transaction():
-                await conn.execute(text)
-                await Q.migration_record.execute(conn, version=version)
-            applied.append(version)
-    finally:
-        await Q.migration_unlock.execute(conn, lock_key=MIGRATION_LOCK_KEY)
-    return applied
-
-
-async def migrate(url: str) -> list[str]:
-    """Apply pending migrations; safe when several brokers start together (advisory lock)."""
-
-    async def run() -> list[str]:
-        conn = await asyncpg.connect(url, timeout=5)
-        try:
-            return await apply_migrations(conn)
-        finally:
-            await conn.close()
-
-    return await trio_asyncio.aio_as_trio(run)()
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

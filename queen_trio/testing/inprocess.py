@@ -33,8 +33,9 @@ from ..broker import Broker, open_broker
 from ..ops.traces import recorded_since
 from ..settings import Settings
 from ..storage import cluster_cache
-from ..storage.database import Database, apply_migrations, open_database
+from ..storage.database import Database, open_database
 from ..storage.embedded import EmbeddedPostgres
+from ..storage.schema import apply_migrations
 from ..storage.server_admin import (
     create_database,
     database_exists,

@@ -34,8 +34,9 @@ import trio_asyncio
 from ..exits import WorkerFailed
 from ..push.spool import claim_spool_root
 from ..settings import Settings
-from ..storage.database import is_connection_failure, migrate
+from ..storage.database import is_connection_failure
 from ..storage.datadir import claim_data_dir
+from ..storage.schema import migrate
 from .auth import Authenticator
 from .listen import bind_listener, bind_worker_ports
 from .server import Lifecycle, run_until_signalled, running_database, warn_if_open

@@ -22,8 +22,8 @@ import trio
 
 from queen_trio.broker import Broker, open_broker
 from queen_trio.settings import Settings
-from queen_trio.storage.database import apply_migrations
 from queen_trio.storage.embedded import EmbeddedPostgres
+from queen_trio.storage.schema import apply_migrations
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings, serve_on_port
 from tests.support.clusters import cluster_dir, running_cluster

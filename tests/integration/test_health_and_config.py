@@ -6,7 +6,7 @@ import trio
 import trio_asyncio
 
 from queen_trio.storage import sql
-from queen_trio.storage.database import migrate
+from queen_trio.storage.schema import migrate
 from tests.support.db import db_fetchval
 from tests.support.outage import admin_execute, database_cut_off
 

@@ -1,7 +1,8 @@
-"""Upgrades in place: a database built by migrations 1..k, holding data, upgraded to the latest,
-has the schema of a fresh build (`pg_dump --schema-only`), keeps its data, and works.
-
-Shipped migrations are never edited, so every k is an upgrade path some data directory takes.
+"""Upgrades in place. A database built by the 17 migrations shipped before the squash
+(tests/fixtures/migrations-0017, kept unchanged), holding data, is recorded as at the baseline,
+gets this broker's functions, views and triggers, has the schema of a fresh build
+(`pg_dump --schema-only`), keeps its data, and works. A database at an older migration, or at
+one this broker does not know, is refused with one line.
 """
 
 from __future__ import annotations
@@ -10,20 +11,20 @@ import asyncio
 import difflib
 import subprocess
 import uuid
+from pathlib import Path
 
 import asyncpg
 import pytest
 
+from queen_trio.errors import SchemaError
 from queen_trio.push.bundle import Segment, bundle_arguments
 from queen_trio.storage import frames
-from queen_trio.storage.database import apply_migrations
 from queen_trio.storage.embedded import find_bin_dir
+from queen_trio.storage.schema import BASELINE, SQUASHED, apply_migrations
 from queen_trio.storage.sql import Q, migrations
 from tests.support.lanes import packed_group
 
-VERSIONS = [version for version, _ in migrations()]
-# From the first migration that can take a push (0003, queen.push_bundle) to the last but one.
-EARLIER = [v for v in VERSIONS[:-1] if v >= "0003"]
+SHIPPED = sorted((Path(__file__).parent.parent / "fixtures" / "migrations-0017").glob("*.sql"))
 QUEUE = "shop.orders"
 LEASE = uuid.UUID("0190a8f2-8b7c-7def-8123-456789abcdef")
 
@@ -48,24 +49,32 @@ def bundle(*groups) -> dict:
     return bundle_arguments([Segment.fuse([g]) for g in groups], check_max_size=True)
 
 
-async def build_and_fill(url: str, up_to: str) -> dict[str, list[tuple[str, bytes]]]:
-    """Migrations 1..up_to, then what a broker of that version stores; what was pushed."""
+async def run_shipped(conn: asyncpg.Connection, files: list[Path]) -> None:
+    """What a broker of that version did at its start: each migration and its ledger row."""
+    await Q.migration_bootstrap.execute(conn)
+    for path in files:
+        async with conn.transaction():
+            await conn.execute(path.read_text(encoding="utf-8"))
+            await Q.migration_record.execute(conn, version=path.stem)
+
+
+async def build_0017_and_fill(url: str) -> dict[str, list[tuple[str, bytes]]]:
+    """A database at 0017, holding what a broker of that version stored; what was pushed."""
     conn = await asyncpg.connect(url)
     try:
-        assert await apply_migrations(conn, up_to=up_to) == VERSIONS[:VERSIONS.index(up_to) + 1]
+        await run_shipped(conn, SHIPPED)
         rows = await Q.push_bundle.fetch(conn, **bundle(
             packed_group("order-1", "order-2", queue=QUEUE, partition="p1"),
             packed_group("order-3", queue=QUEUE, partition="p2")))
         assert sorted(r["outcome"] for r in rows) == ["queued", "queued"]
         await conn.execute("UPDATE queen.queues SET lease_time = 120, configured = true, "
                            "explicit_options = '{\"leaseTime\": 120}' WHERE name = $1", QUEUE)
-        if up_to >= "0004":
-            # A consumer group holding a lease on p1's first message.
-            claimed = await Q.pop_claim.fetch(
-                conn, queue=QUEUE, partition="p1", consumer_group="g1", batch=1,
-                max_partitions=1, lease_id=LEASE, auto_ack=False, start_mode="all",
-                start_from=None)
-            assert [r["take_frames"] for r in claimed] == [1]
+        # A consumer group holding a lease on p1's first message.
+        claimed = await Q.pop_claim.fetch(
+            conn, queue=QUEUE, partition="p1", consumer_group="g1", batch=1,
+            max_partitions=1, lease_id=LEASE, auto_ack=False, start_mode="all",
+            start_from=None)
+        assert [r["take_frames"] for r in claimed] == [1]
         return await stored(conn)
     finally:
         await conn.close()
@@ -84,12 +93,15 @@ async def stored(conn: asyncpg.Connection) -> dict[str, list[tuple[str, bytes]]]
     return messages
 
 
-async def upgrade_and_check(url: str, up_to: str, before: dict) -> None:
+async def upgrade_and_check(url: str, before: dict) -> None:
     conn = await asyncpg.connect(url)
     try:
-        later = VERSIONS[VERSIONS.index(up_to) + 1:]
-        assert await apply_migrations(conn) == later
+        later = [v for v, _ in migrations() if v != BASELINE]
+        assert await apply_migrations(conn) == later  # the baseline is recorded, not run
         assert await apply_migrations(conn) == []
+        ledger = {r["version"] for r in await conn.fetch(
+            "SELECT version FROM queen.schema_migrations")}
+        assert ledger == {*SQUASHED, *(v for v, _ in migrations())}
         # The data survived ...
         assert await stored(conn) == before == {
             "p1": [("order-1", b"order-1"), ("order-2", b"order-2")],
@@ -97,12 +109,11 @@ async def upgrade_and_check(url: str, up_to: str, before: dict) -> None:
         queue = await conn.fetchrow("SELECT lease_time, explicit_options::text AS explicit "
                                     "FROM queen.queues WHERE name = $1", QUEUE)
         assert (queue["lease_time"], queue["explicit"]) == (120, '{"leaseTime": 120}')
-        if up_to >= "0004":
-            lease = await conn.fetchrow(
-                "SELECT cs.lease_id, cs.cursor_offset, cs.delivered_until "
-                "FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id "
-                "WHERE p.name = 'p1' AND cs.consumer_group = 'g1'")
-            assert tuple(lease) == (LEASE, 0, 1)
+        lease = await conn.fetchrow(
+            "SELECT cs.lease_id, cs.cursor_offset, cs.delivered_until "
+            "FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id "
+            "WHERE p.name = 'p1' AND cs.consumer_group = 'g1'")
+        assert tuple(lease) == (LEASE, 0, 1)
         # ... and the upgraded schema serves it: the dedup index still knows the ids, and a
         # new group gets every message.
         rows = await Q.push_bundle.fetch(conn, **bundle(
@@ -124,15 +135,57 @@ async def upgrade_and_check(url: str, up_to: str, before: dict) -> None:
 def fresh_schema(module_database_url: str) -> str:
     schema = schema_of(module_database_url)
     assert "CREATE FUNCTION queen.push_bundle(" in schema and "CREATE TYPE queen.claim_row" in schema
+    assert "CREATE TRIGGER consumer_state_consumed" in schema
     return schema
 
 
-@pytest.mark.parametrize("up_to", EARLIER)
-def test_an_upgraded_database_has_the_fresh_schema_and_keeps_its_data(
-        empty_database_url, fresh_schema, up_to):
-    before = asyncio.run(build_and_fill(empty_database_url, up_to))
-    asyncio.run(upgrade_and_check(empty_database_url, up_to, before))
+def test_the_shipped_migrations_are_the_squashed_ones():
+    assert tuple(path.stem for path in SHIPPED) == SQUASHED
+
+
+def test_a_database_at_0017_upgrades_to_the_fresh_schema_and_keeps_its_data(
+        empty_database_url, fresh_schema):
+    before = asyncio.run(build_0017_and_fill(empty_database_url))
+    asyncio.run(upgrade_and_check(empty_database_url, before))
     assert_same_schema(schema_of(empty_database_url), fresh_schema)
+
+
+def test_a_database_older_than_0017_is_refused_untouched(empty_database_url):
+    async def check() -> None:
+        conn = await asyncpg.connect(empty_database_url)
+        try:
+            await run_shipped(conn, SHIPPED[:12])
+            with pytest.raises(SchemaError) as refused:
+                await apply_migrations(conn)
+            assert str(refused.value) == (
+                "the database's schema is at migration 0012_message_frame, older than "
+                "0017_push_bundle_generic_plans, the oldest this broker upgrades: start "
+                "queen-trio 52efb6a on it once (it migrates to 0017), then this broker")
+            assert "\n" not in str(refused.value)
+            assert await conn.fetchval("SELECT count(*) FROM queen.schema_migrations") == 12
+            assert await conn.fetchval("SELECT count(*) FROM queen.schema_objects") == 0
+            # The database is as that broker left it (0014's count_consumption is not there yet).
+            assert await conn.fetchval(
+                "SELECT count(*) FROM pg_proc WHERE proname = 'count_consumption'") == 0
+        finally:
+            await conn.close()
+
+    asyncio.run(check())
+
+
+def test_a_database_migrated_by_a_newer_broker_is_refused(empty_database_url):
+    async def check() -> None:
+        conn = await asyncpg.connect(empty_database_url)
+        try:
+            await apply_migrations(conn)
+            await Q.migration_record.execute(conn, version="9999_from_the_future")
+            with pytest.raises(SchemaError, match=r"at migration 9999_from_the_future, newer "
+                                                  r"than this broker's \d{4}_\w+: run the newer"):
+                await apply_migrations(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(check())
 
 
 def test_the_schema_comparison_sees_a_difference(empty_database_url, fresh_schema):

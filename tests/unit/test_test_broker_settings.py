@@ -96,3 +96,18 @@ def test_the_template_key_names_postgres_and_changes_with_the_schema(
     edited = [*real[:-1], (real[-1][0], real[-1][1] + "\n-- edited\n")]
     monkeypatch.setattr(cluster_cache, "migrations", lambda: edited)
     assert cluster_cache.template_key() != key
+
+
+def test_the_template_key_changes_with_a_function_view_or_trigger(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import attrs
+
+    from queen_trio.storage.sql import SqlObject
+
+    key = cluster_cache.template_key()
+    real = cluster_cache.sql_objects()
+    first = real.objects[0]
+    edited = attrs.evolve(real, objects=(SqlObject(first.name, first.text + "\n-- edited\n"),
+                                         *real.objects[1:]))
+    monkeypatch.setattr(cluster_cache, "sql_objects", lambda: edited)
+    assert cluster_cache.template_key() != key

@@ -1,4 +1,5 @@
-"""SQL lives in .sql files beside this module: numbered migrations, and named queries.
+"""SQL lives in .sql files beside this module: numbered migrations, named queries, and the
+schema's functions, views and triggers (one file each, listed in `objects.txt`).
 
 A named query is `queries/<name>.sql`. Its parameters are written `:name` in the text, which is
 the one place they are named; callers bind them by keyword, and binding checks that every name
@@ -12,8 +13,9 @@ plan can be tens of times slower than one made for the values.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -102,6 +104,77 @@ class QueryBook:
 
 
 Q = QueryBook()
+
+
+# The kinds of schema object with a file of their own: the folder of their files.
+OBJECT_KINDS = {"functions": "function", "views": "view", "triggers": "trigger"}
+
+
+@attrs.frozen
+class SqlObject:
+    """One function, view or trigger: `functions/pop_claim` and its current definition."""
+
+    name: str  # its file, without `.sql`: "functions/pop_claim"
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return OBJECT_KINDS[self.name.split("/", 1)[0]]
+
+    @property
+    def object_name(self) -> str:
+        """The name the definition gives it: the file's stem (a test checks they agree)."""
+        return self.name.split("/", 1)[1]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@attrs.frozen
+class ObjectSet:
+    """Every function, view and trigger, in the manifest's order (each after what it depends
+    on), and the set's generation: a number raised whenever any of them changes, so that a
+    broker never replaces the objects of a newer one (storage/schema.py)."""
+
+    generation: int
+    objects: tuple[SqlObject, ...]
+    # What the manifest says the set's digest is: a test fails when the files changed and
+    # nobody raised the generation.
+    pinned_digest: str = ""
+
+    @property
+    def digest(self) -> str:
+        whole = hashlib.sha256()
+        for obj in self.objects:
+            whole.update(obj.name.encode() + b"\0" + obj.text.encode() + b"\0")
+        return whole.hexdigest()
+
+
+def parse_manifest(manifest: str, read: Callable[[str], str]) -> ObjectSet:
+    """The set `manifest` (the text of objects.txt) lists; `read(name)` gives a file's text."""
+    generation, pinned, names = None, "", []
+    for raw in manifest.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, value = line.partition(" ")
+        if key == "generation":
+            generation = int(value)
+        elif key == "digest":
+            pinned = value.strip()
+        else:
+            names.append(line)
+    if generation is None:
+        raise ValueError("objects.txt: no `generation N` line")
+    return ObjectSet(generation, tuple(SqlObject(n, read(n)) for n in names), pinned)
+
+
+def sql_objects() -> ObjectSet:
+    """The schema's functions, views and triggers, as objects.txt lists them."""
+    folder = resources.files(__name__)
+    return parse_manifest((folder / "objects.txt").read_text(encoding="utf-8"),
+                          lambda name: (folder / f"{name}.sql").read_text(encoding="utf-8"))
 
 
 def migrations() -> list[tuple[str, str]]:

@@ -1,0 +1,271 @@
+-- Claim up to p_max_partitions partitions of a queue (or the one named) with something
+-- deliverable for the group, oldest pending first, skipping locked rows; lease each under
+-- p_lease_id and return the segments to deliver (skip/take frames of each, and where each
+-- frame ends). With nothing claimed, one row with only next_check_at: when something may next
+-- become deliverable. Expired leases count as failed deliveries (retryLimit, then the DLQ).
+-- Deleted messages (queen.hidden_messages) are stepped over at the cursor, with the retry
+-- counter reset, and cut out of the delivered runs. A group's retried dead letters are
+-- delivered first, alone; their expired leases are counted, and after retryLimit + 1 they are
+-- ordinary dead letters again. A claim never outlives its delivery (docs/api.md: Pops): what
+-- the broker cannot decode goes through queen.dead_letter_undecodable, and a reply that
+-- cannot be sent gives the lease back through queen.release_lease.
+CREATE OR REPLACE FUNCTION queen.pop_claim(
+    p_queue          text,
+    p_partition      text,
+    p_group          text,
+    p_batch          integer,
+    p_max_partitions integer,
+    p_lease_id       uuid,
+    p_auto_ack       boolean,
+    -- A new group's start: 'all' (the beginning), 'new' (this moment) or 'from' p_start_from.
+    p_start_mode     text,
+    p_start_from     timestamptz
+) RETURNS SETOF queen.claim_row LANGUAGE plpgsql AS $$
+DECLARE
+    r          queen.claim_row;
+    q          record;
+    cs         record;
+    seg        record;
+    now_at     timestamptz := clock_timestamp();
+    cut_at     timestamptz;
+    remaining  integer := greatest(p_batch, 1);
+    lease_secs integer;
+    cur        bigint;
+    retries    integer;
+    seg_start  bigint;
+    skip_n     integer;
+    take_n     integer;
+    until_off  bigint;
+    claimed    integer := 0;
+    hidden     bigint[];
+    pos        integer;
+    run_from   integer;
+    d          record;
+    retried    integer;
+BEGIN
+    SELECT qq.id, qq.lease_time, qq.delayed_processing, qq.window_buffer, qq.retry_limit,
+           qq.dead_letter_queue
+      INTO q FROM queen.queues qq WHERE qq.name = p_queue;
+    IF q IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM queen.subscriptions s
+                    WHERE s.queue_id = q.id AND s.consumer_group = p_group) THEN
+        PERFORM queen.join_group(q.id, p_group, CASE p_start_mode
+            WHEN 'new' THEN now_at WHEN 'from' THEN p_start_from END);
+    END IF;
+    cut_at := now_at - make_interval(secs => q.delayed_processing);
+    lease_secs := CASE WHEN q.lease_time > 0 THEN q.lease_time ELSE 60 END;
+
+    FOR cs IN
+        SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
+               st.retry_count, p.name AS pname
+          FROM queen.consumer_state st
+          JOIN queen.partitions p ON p.id = st.partition_id
+         WHERE st.queue_id = q.id AND st.consumer_group = p_group
+           AND (p_partition IS NULL OR p.name = p_partition)
+           AND st.head_at IS NOT NULL AND st.head_at <= cut_at
+           AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
+           AND (st.not_before IS NULL OR st.not_before <= now_at)
+           AND (q.window_buffer = 0
+                OR p.last_commit_at <= now_at - make_interval(secs => q.window_buffer))
+         ORDER BY st.head_at, st.partition_id
+         LIMIT greatest(p_max_partitions, 1)
+           FOR UPDATE OF st SKIP LOCKED
+    LOOP
+        EXIT WHEN remaining <= 0;
+        cur := cs.cursor_offset;
+        retries := cs.retry_count;
+        hidden := NULL;
+        IF EXISTS (SELECT 1 FROM queen.hidden_counts hc
+                    WHERE hc.partition_id = cs.partition_id) THEN
+            -- Deleted messages are nobody's: the cursor steps over those at its head, and
+            -- runs of delivered frames go around the others.
+            SELECT array_agg(h.message_offset ORDER BY h.message_offset) INTO hidden
+              FROM queen.hidden_messages h
+             WHERE h.partition_id = cs.partition_id AND h.message_offset >= cur;
+            WHILE cur = ANY (hidden) LOOP
+                cur := cur + 1;
+            END LOOP;
+            IF cur > cs.cursor_offset THEN
+                -- The failed deliveries counted were the deleted message's.
+                retries := 0;
+            END IF;
+        END IF;
+        -- A lease that expired with messages unsettled was a failed delivery.
+        IF cs.lease_id IS NOT NULL AND cs.delivered_until > cur THEN
+            retries := retries + 1;
+            IF retries > q.retry_limit THEN
+                IF q.dead_letter_queue THEN
+                    PERFORM queen.dead_letter(cs.partition_id, p_group, cur,
+                        'Lease expired without an ack ' || retries || ' times', retries - 1);
+                ELSE
+                    RAISE LOG 'queen: dropped exhausted message % of partition % for group %',
+                        cur, cs.partition_id, p_group;
+                END IF;
+                cur := cur + 1;
+                retries := 0;
+            END IF;
+        END IF;
+
+        -- A lease that delivered retried dead letters and expired with them unsettled was a
+        -- failed delivery of each; past the queue's retryLimit such a dead letter is an
+        -- ordinary one again, no longer first in line, and the group goes on with the
+        -- partition.
+        IF cs.lease_id IS NOT NULL THEN
+            UPDATE queen.dead_letters dl
+               SET retry_expiries = dl.retry_expiries + 1, retry_lease_id = NULL
+             WHERE dl.partition_id = cs.partition_id AND dl.consumer_group = p_group
+               AND dl.retry_requested_at IS NOT NULL AND dl.retry_lease_id = cs.lease_id;
+            UPDATE queen.dead_letters dl
+               SET retry_requested_at = NULL, failed_at = now_at,
+                   error_message = 'Lease expired without an ack ' || dl.retry_expiries
+                                   || ' times after a retry'
+             WHERE dl.partition_id = cs.partition_id AND dl.consumer_group = p_group
+               AND dl.retry_requested_at IS NOT NULL AND dl.retry_expiries > q.retry_limit;
+        END IF;
+
+        -- Dead letters an operator retried for this group come first, alone in this claim of
+        -- the partition (their offsets are behind the cursor, which they never move).
+        retried := 0;
+        FOR d IN
+            SELECT dl.id, dl.message_offset, dl.message_created_at, dl.frame
+              FROM queen.dead_letters dl
+             WHERE dl.partition_id = cs.partition_id AND dl.consumer_group = p_group
+               AND dl.retry_requested_at IS NOT NULL
+             ORDER BY dl.message_offset, dl.id
+             LIMIT remaining
+        LOOP
+            r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+            r.first_offset := d.message_offset; r.created_at := d.message_created_at;
+            r.frames := d.frame; r.frame_ends := ARRAY[length(d.frame)];
+            r.skip_frames := 0; r.take_frames := 1; r.next_check_at := NULL;
+            RETURN NEXT r;
+            remaining := remaining - 1;
+            retried := retried + 1;
+            IF p_auto_ack THEN
+                DELETE FROM queen.dead_letters dl WHERE dl.id = d.id;
+            ELSE
+                UPDATE queen.dead_letters dl SET retry_lease_id = p_lease_id WHERE dl.id = d.id;
+            END IF;
+        END LOOP;
+        IF retried > 0 THEN
+            claimed := claimed + 1;
+            UPDATE queen.consumer_state st
+               SET cursor_offset = cur, retry_count = retries,
+                   lease_id = CASE WHEN p_auto_ack THEN NULL ELSE p_lease_id END,
+                   lease_expires_at = CASE WHEN p_auto_ack THEN NULL
+                                           ELSE now_at + make_interval(secs => lease_secs) END,
+                   delivered_until = CASE WHEN p_auto_ack THEN NULL ELSE cur END,
+                   not_before = NULL,
+                   head_at = queen.head_after(cs.partition_id, cur)
+             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+            CONTINUE;
+        END IF;
+
+        SELECT max(s.first_offset) INTO seg_start
+          FROM queen.segments s WHERE s.partition_id = cs.partition_id AND s.first_offset <= cur;
+        until_off := cur;
+        FOR seg IN
+            SELECT s.first_offset, s.message_count, s.created_at, s.frames, s.frame_ends
+              FROM queen.segments s
+             WHERE s.partition_id = cs.partition_id
+               AND s.first_offset >= coalesce(seg_start, 0)
+               AND s.first_offset + s.message_count > cur
+               AND s.first_offset < cur + remaining + coalesce(array_length(hidden, 1), 0)
+               AND s.created_at <= cut_at
+             ORDER BY s.first_offset
+        LOOP
+            EXIT WHEN remaining <= 0;
+            skip_n := greatest(cur - seg.first_offset, 0)::integer;
+            IF hidden IS NOT NULL THEN
+                -- Each run of visible frames travels as its own row.
+                pos := skip_n;
+                WHILE pos < seg.message_count AND remaining > 0 LOOP
+                    IF seg.first_offset + pos = ANY (hidden) THEN
+                        pos := pos + 1;
+                        CONTINUE;
+                    END IF;
+                    run_from := pos;
+                    WHILE pos < seg.message_count AND remaining > 0
+                          AND NOT (seg.first_offset + pos = ANY (hidden)) LOOP
+                        pos := pos + 1;
+                        remaining := remaining - 1;
+                    END LOOP;
+                    r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+                    r.first_offset := seg.first_offset + run_from; r.created_at := seg.created_at;
+                    r.frames := queen.frames_between(seg.frames, seg.frame_ends, run_from,
+                                                     pos - run_from);
+                    r.frame_ends := ARRAY(
+                        SELECT e - coalesce(seg.frame_ends[run_from], 0)
+                          FROM unnest(seg.frame_ends[run_from + 1 : pos]) e);
+                    r.skip_frames := 0; r.take_frames := pos - run_from;
+                    r.next_check_at := NULL;
+                    RETURN NEXT r;
+                    until_off := seg.first_offset + pos;
+                END LOOP;
+                CONTINUE;
+            END IF;
+            take_n := least(seg.message_count - skip_n, remaining);
+            -- Only the delivered frames travel: skip_frames is 0 in what is returned.
+            r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+            r.first_offset := seg.first_offset + skip_n; r.created_at := seg.created_at;
+            r.frames := queen.frames_between(seg.frames, seg.frame_ends, skip_n, take_n);
+            -- Where each delivered frame ends within r.frames: the broker decodes every frame
+            -- on its own, so one it cannot read never hides the next.
+            r.frame_ends := ARRAY(SELECT e - coalesce(seg.frame_ends[skip_n], 0)
+                                    FROM unnest(seg.frame_ends[skip_n + 1 : skip_n + take_n]) e);
+            r.skip_frames := 0; r.take_frames := take_n;
+            r.next_check_at := NULL;
+            RETURN NEXT r;
+            remaining := remaining - take_n;
+            until_off := seg.first_offset + skip_n + take_n;
+        END LOOP;
+
+        IF until_off = cur THEN
+            -- Nothing deliverable after all (a dead-lettered poison message was the last).
+            UPDATE queen.consumer_state st
+               SET cursor_offset = cur, retry_count = retries, lease_id = NULL,
+                   lease_expires_at = NULL, delivered_until = NULL,
+                   head_at = queen.head_after(cs.partition_id, cur)
+             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+            CONTINUE;
+        END IF;
+        claimed := claimed + 1;
+        IF p_auto_ack THEN
+            UPDATE queen.consumer_state st
+               SET cursor_offset = until_off, retry_count = 0, lease_id = NULL,
+                   lease_expires_at = NULL, delivered_until = NULL, not_before = NULL,
+                   head_at = queen.head_after(cs.partition_id, until_off)
+             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+        ELSE
+            UPDATE queen.consumer_state st
+               SET cursor_offset = cur, retry_count = retries, lease_id = p_lease_id,
+                   lease_expires_at = now_at + make_interval(secs => lease_secs),
+                   delivered_until = until_off, not_before = NULL,
+                   head_at = CASE WHEN cur = cs.cursor_offset THEN st.head_at
+                                  ELSE queen.head_after(cs.partition_id, cur) END
+             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+        END IF;
+    END LOOP;
+
+    IF claimed = 0 THEN
+        -- When might something become deliverable? (the long poll parks until then at most)
+        SELECT min(greatest(st.head_at + make_interval(secs => q.delayed_processing),
+                            coalesce(st.lease_expires_at, '-infinity'),
+                            coalesce(st.not_before, '-infinity'),
+                            CASE WHEN q.window_buffer > 0
+                                 THEN p.last_commit_at + make_interval(secs => q.window_buffer)
+                                 ELSE '-infinity' END))
+          INTO r.next_check_at
+          FROM queen.consumer_state st
+          JOIN queen.partitions p ON p.id = st.partition_id
+         WHERE st.queue_id = q.id AND st.consumer_group = p_group
+           AND (p_partition IS NULL OR p.name = p_partition)
+           AND st.head_at IS NOT NULL;
+        r.partition_id := NULL; r.partition_name := NULL; r.first_offset := NULL; r.created_at := NULL;
+        r.frames := NULL; r.skip_frames := NULL; r.take_frames := NULL; r.frame_ends := NULL;
+        RETURN NEXT r;
+    END IF;
+END;
+$$;

@@ -1,0 +1,1 @@
+DELETE FROM queen.schema_objects WHERE name = :name

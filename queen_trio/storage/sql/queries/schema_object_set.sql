@@ -1,0 +1,1 @@
+SELECT generation, digest FROM queen.schema_object_set

@@ -1,0 +1,1 @@
+SELECT name, kind, identity, digest FROM queen.schema_objects
