@@ -12,6 +12,7 @@ partition label: with thousands of partitions they would swamp Prometheus.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import resource
 import socket
@@ -21,6 +22,7 @@ from typing import Any
 
 import asyncpg
 import attrs
+import msgspec
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -38,6 +40,8 @@ from ..storage.database import Database, DatabaseStatistics
 from ..storage.sql import Q
 from .activity import ActivityStatistics, HistogramSnapshot
 from .maintenance import PeriodicStatistics
+
+log = logging.getLogger("queen_trio.metrics")
 
 # The contract's exposition type (text format 0.0.4).
 PROMETHEUS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
@@ -338,6 +342,23 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
         g("queen_worker_last_sample_age_seconds", "Seconds since the worker's last sample.",
           r["age"], **labels)
     return book.families(), workers
+
+
+async def prometheus(db: Database, figures: ProcessFigures, *, fresh_seconds: float) -> bytes:
+    """GET /metrics/prometheus: this process's families from `figures`, the cluster's and
+    every other live worker's from PostgreSQL. When the database does not answer, this
+    process's own are still served (contract §10)."""
+    families = worker_families(figures)
+    try:
+        cluster, workers = await cluster_families(db, fresh_seconds=fresh_seconds)
+    except Exception as exc:
+        log.warning("metrics: the database did not answer", extra={"error": str(exc)})
+    else:
+        families += cluster
+        for row in workers:
+            if row["worker_id"] != figures.identity.worker_id:
+                families += [Family.from_json(f) for f in msgspec.json.decode(row["families"])]
+    return render_prometheus(families)
 
 
 def merge(families: Iterable[Family]) -> list[Family]:

@@ -96,7 +96,8 @@ def parse_list_query(query: Mapping[str, str], *, default_limit: int) -> dict[st
 
 
 async def list_queues(db: Database, query: Mapping[str, str], *,
-                      default_limit: int = MAX_LIMIT) -> tuple[list[dict[str, Any]], wire.Page]:
+                      default_limit: int = MAX_LIMIT) -> dict[str, Any]:
+    """A page of queues with their figures: `{"queues", "pagination"}`."""
     params = parse_list_query(query, default_limit=default_limit)
     rows = await db.fetch(Q.resources_queues, **params)
     queues = [{
@@ -105,7 +106,8 @@ async def list_queues(db: Database, query: Mapping[str, str], *,
         "createdAt": stamp(r["created_at"]), "partitions": r["partitions"],
         "messages": counters(r), "lastActivity": stamp(r["last_commit_at"]),
     } for r in rows]
-    return queues, wire.Page(params["limit"], params["offset"])
+    return {"queues": queues,
+            "pagination": wire.Page(params["limit"], params["offset"]).to_wire()}
 
 
 async def queue_detail(db: Database, name: str) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from . import options as opts
 
 log = logging.getLogger("queen_trio.queues")
 
+# In a configure reply, when the queue asks for encryption the broker cannot give.
+PLAINTEXT_WARNING = "encryption key unusable: payloads are stored in plaintext"
+
 
 @attrs.frozen
 class QueueFacts:
@@ -110,12 +113,17 @@ class Queues:
 
     # -- configure and delete ------------------------------------------------------------------
 
-    async def configure(self, request: ConfigureRequest) -> dict[str, Any]:
-        """POST /api/v1/configure: merge or replace, and remember the queue's new facts."""
+    async def configure(self, request: ConfigureRequest, *,
+                        encryption_usable: bool) -> dict[str, Any]:
+        """POST /api/v1/configure: merge or replace, and remember the queue's new facts.
+        `encryption_usable`: whether the broker has a key (without one, a queue that asks for
+        encryption is told its payloads are stored in plaintext)."""
         reply = await self._db.in_transaction(lambda conn: _configure(conn, request))
         options = reply["options"]
         self._facts[request.queue] = QueueFacts(options["encryptionEnabled"],
                                                 options["dedupWindowSeconds"])
+        if options["encryptionEnabled"] and not encryption_usable:
+            reply["warnings"] = [PLAINTEXT_WARNING]
         return reply
 
     async def delete(self, name: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The HTTP surface: a pure ASGI application (no coupling to the server under it).
+"""The HTTP surface: a pure ASGI application (no coupling to the server under it) that serves
+the route table (web/routes/table.py) through its router (web/router.py).
 
 This is the one place where domain errors (`queen_trio.errors`) become HTTP statuses.
 """
@@ -6,20 +7,21 @@ This is the one place where domain errors (`queen_trio.errors`) become HTTP stat
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl
 
-import attrs
 import trio
 
 from .. import wire
+from ..broker import Broker
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
 from .access import access_log, log_request
 from .auth import Authenticator
-from .http import CORS_HEADERS, HTTPError, Request, Response, error_response
+from .http import CORS_HEADERS, HTTPError, Response, error_response
+from .request import Request
+from .router import Handler, Route, Router
 
 log = logging.getLogger("queen_trio.http")
 
@@ -35,7 +37,6 @@ STATUS_OF: dict[type[QueenError], int] = {
 # Query parameters that carry a name: capped like every name (wire.name), on every route.
 NAME_PARAMETERS = ("queue", "partition", "consumerGroup", "namespace", "task", "traceName")
 
-Handler = Callable[[Request], Awaitable[Response]]
 # Told of every answer: (method, route template, status, seconds).
 Observer = Callable[[str, str, int, float], None]
 UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIONS)
@@ -45,69 +46,14 @@ METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
 OTHER_METHOD = "OTHER"
 
 
-@attrs.frozen
-class Route:
-    method: str
-    template: str  # "/api/v1/pop/queue/:queue", as registered
-    pattern: re.Pattern[str]
-    handler: Handler
-    access: str  # the level a caller needs (web/auth.py)
-    # Which requests can wait (a long poll): for those a watcher task sees the client hang
-    # up while the handler runs, sets the request's `gone` and cancels the handler (what it
-    # claimed is given back). Other requests start no task and open no nursery.
-    watch_disconnect: Callable[[Request], bool] | None = None
-
-
-def _compile(template: str) -> re.Pattern[str]:
-    parts = []
-    for segment in template.strip("/").split("/"):
-        if segment.startswith(":"):
-            parts.append(f"(?P<{segment[1:]}>[^/]+)")
-        elif segment.startswith("*"):  # the rest of the path, slashes included
-            parts.append(f"(?P<{segment[1:]}>.+)")
-        else:
-            parts.append(re.escape(segment))
-    # A trailing slash is part of the route ("/dashboard/" is not "/dashboard").
-    slash = "/" if template.endswith("/") and template != "/" else ""
-    return re.compile("^/" + "/".join(parts) + slash + "$")
-
-
-class Router:
-    def __init__(self) -> None:
-        self._routes: list[Route] = []
-
-    def add(self, method: str, template: str, handler: Handler, *, access: str,
-            watch_disconnect: Callable[[Request], bool] | None = None) -> None:
-        self._routes.append(Route(method, template, _compile(template), handler, access,
-                                  watch_disconnect))
-
-    @property
-    def routes(self) -> tuple[Route, ...]:
-        return tuple(self._routes)
-
-    def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
-        allowed = False
-        for route in self._routes:
-            match = route.pattern.match(raw_path)
-            if match is None:
-                continue
-            if route.method != method:
-                allowed = True
-                continue
-            # Path parameters arrive percent-encoded; decode each one on its own, so an
-            # encoded "/" stays inside its parameter.
-            return route, {k: unquote(v) for k, v in match.groupdict().items()}
-        if allowed:
-            raise HTTPError(405, f"Method {method} not allowed on {raw_path}")
-        raise HTTPError(404, f"Route not found: {method} {raw_path}")
-
-
 class App:
-    """The ASGI callable: routing, authentication, the body, errors. `routes.py` builds it."""
+    """The ASGI callable: routing, authentication, the body, errors. `web/routes/table.py`
+    builds it; each route's handler is called with `broker`."""
 
-    def __init__(self, router: Router, auth: Authenticator, *, max_body_bytes: int,
-                 observe: Observer | None = None) -> None:
+    def __init__(self, router: Router, broker: Broker, auth: Authenticator, *,
+                 max_body_bytes: int, observe: Observer | None = None) -> None:
         self.router = router
+        self.broker = broker
         self.auth = auth
         self.max_body_bytes = max_body_bytes
         # Told once a request is read (or given up on): the server stops its read clock
@@ -197,12 +143,13 @@ class App:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("utf-8", "replace"),
                                    keep_blank_values=True))
             _check_parameters(params, query)
-            request = Request(method, path, params, query, headers, body, subject, gone)
-            if route.watch_disconnect is not None and route.watch_disconnect(request):
-                response = await _handle_watched(route.handler, request, receive)
+            request = Request(method, path, params, query, headers, body, route.path, self.auth,
+                              subject, gone)
+            if route.waits.watched(request):
+                response = await _handle_watched(route.handler, self.broker, request, receive)
             else:
-                response = await route.handler(request)
-            response.route = route.template
+                response = await route.handler(self.broker, request)
+            response.route = route.path
             if response.queue is None:
                 response.queue = params.get("queue")
             return response
@@ -278,12 +225,13 @@ class _Undelivered(Exception):
     """The client left before its reply could be sent."""
 
 
-async def _handle_watched(handler: Handler, request: Request, receive: Any) -> Response:
+async def _handle_watched(handler: Handler, broker: Broker, request: Request,
+                          receive: Any) -> Response:
     """The handler's response, with a watcher task that cancels it if the client hangs up."""
     async with trio.open_nursery() as watchers:
         with trio.CancelScope() as handling:
             watchers.start_soon(_watch_disconnect, receive, request.gone, handling)
-            response = await handler(request)
+            response = await handler(broker, request)
         watchers.cancel_scope.cancel()
     if handling.cancelled_caught:
         raise _ClientGone

@@ -1,4 +1,5 @@
-"""The HTTP vocabulary of the web layer: requests, responses, and errors that carry a status."""
+"""The HTTP vocabulary of the web layer: responses, and errors that carry a status (what a
+handler is given is web/request.py's `Request`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,6 @@ from typing import Any
 
 import attrs
 import msgspec
-import trio
-
-from .. import wire
 
 CORS_HEADERS = [
     (b"access-control-allow-origin", b"*"),
@@ -25,24 +23,6 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status = status
         self.headers = headers or []
-
-
-@attrs.define(slots=True)
-class Request:
-    method: str
-    path: str
-    params: dict[str, str]
-    query: dict[str, str]
-    headers: dict[bytes, bytes]
-    body: bytes
-    # The authenticated subject (JWT `sub`), stamped as producerSub; None while auth is off.
-    subject: str | None = None
-    # Set when the client hangs up (watched on routes that ask for it: long polls).
-    gone: trio.Event = attrs.Factory(trio.Event)
-
-    def json(self) -> Any:
-        """The body as strict JSON; an empty body is {} (routes whose fields are optional)."""
-        return wire.decode_object(self.body)
 
 
 @attrs.define(slots=True)

@@ -79,10 +79,10 @@ async def test_every_route_has_a_curl_command_in_the_api_page_without_placeholde
     curls = documented_curls()
     for command in curls:
         assert "..." not in command and not re.search(r"<[^>]*>", command), command
-    covered = {router.resolve(*method_and_path(c))[0].template + " " + method_and_path(c)[0]
+    covered = {router.resolve(*method_and_path(c))[0].path + " " + method_and_path(c)[0]
                for c in curls}
-    missing = [f"{r.method} {r.template}" for r in router.routes
-               if f"{r.template} {r.method}" not in covered]
+    missing = [f"{r.method} {r.path}" for r in router.routes
+               if f"{r.path} {r.method}" not in covered]
     assert missing == [], "add a curl command for these routes to docs/api.md"
 
 

@@ -1,0 +1,31 @@
+"""The push routes: POST /api/v1/push and POST /api/v1/transaction (docs/api.md)."""
+
+from __future__ import annotations
+
+from ...broker import Broker
+from ...push.parse import parse_push_body
+from ...push.transactions import parse_transaction
+from ..http import Response, json_response
+from ..request import Request
+
+
+async def push(broker: Broker, request: Request) -> Response:
+    items = parse_push_body(request.body)
+    status, results = await broker.publisher.push(items, request.subject)
+    broker.activity.record_push(results)
+    queues = {item.queue for item in items}
+    response = json_response(status, results, items=len(items),
+                             queue=queues.pop() if len(queues) == 1 else None)
+    if status in (429, 503):
+        # The clients back off on Retry-After: consumers free the space, the broker catches
+        # up, the database comes back.
+        response.headers.append((b"retry-after", b"1"))
+    return response
+
+
+async def transaction(broker: Broker, request: Request) -> Response:
+    ops, leases = parse_transaction(request.body)
+    reply = await broker.transactions.run(ops, leases, request.subject)
+    broker.activity.record_transaction(
+        [op.ack[1].status for op in ops if op.ack is not None], reply)
+    return json_response(200, reply, items=len(ops))

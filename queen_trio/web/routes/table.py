@@ -1,0 +1,151 @@
+"""The route table: every route of the broker, one row each, in the order the router tries
+them, and `create_app`, which serves it.
+
+A row is `Route(method, path, access, handler)`, plus `waits=` for a route whose requests can
+wait (web/router.py). `:name` is one path segment, `*name` the rest of the path. Where two
+paths of one method can match the same request, the one with a literal segment where the
+other has a parameter comes first ("lagging" is not a group name).
+`tests/unit/test_route_table.py` checks the table's rules, and that docs/api.md lists exactly
+these routes.
+"""
+
+from __future__ import annotations
+
+from ...broker import Broker
+from ..app import App
+from ..auth import ADMIN, PUBLIC, PUSH, READ, WRITE, Authenticator
+from ..dashboard import assets
+from ..router import Route, Router, Waits
+from . import (
+    analytics,
+    consume,
+    dashboard,
+    groups,
+    health,
+    messages,
+    metrics,
+    push,
+    queues,
+    resources,
+    spool,
+    status,
+    traces,
+    whoami,
+)
+from .not_implemented import not_implemented
+
+LONG_POLL = Waits.WHEN_ASKED
+
+ROUTES: tuple[Route, ...] = (
+    # -- pushes and transactions -----------------------------------------------------------
+    Route("POST", "/api/v1/push", PUSH, push.push),
+    Route("POST", "/api/v1/transaction", WRITE, push.transaction),
+    # -- consuming -----------------------------------------------------------------------------
+    Route("GET", "/api/v1/pop/queue/:queue", WRITE, consume.pop, LONG_POLL),
+    Route("GET", "/api/v1/pop/queue/:queue/partition/:partition", WRITE, consume.pop,
+          LONG_POLL),
+    Route("GET", "/api/v1/pop", WRITE, consume.pop, LONG_POLL),
+    Route("POST", "/api/v1/ack", WRITE, consume.ack_one),
+    Route("POST", "/api/v1/ack/batch", WRITE, consume.ack_batch),
+    Route("POST", "/api/v1/lease/:leaseId/extend", WRITE, consume.extend_lease),
+    Route("GET", "/api/v1/dlq", READ, consume.dead_letters),
+    # -- queues --------------------------------------------------------------------------------
+    Route("POST", "/api/v1/configure", WRITE, queues.configure),
+    Route("DELETE", "/api/v1/resources/queues/:queue", ADMIN, queues.delete),
+    # -- traces --------------------------------------------------------------------------------
+    Route("POST", "/api/v1/traces", WRITE, traces.record),
+    Route("GET", "/api/v1/traces/names", READ, traces.names),
+    Route("GET", "/api/v1/traces/by-name/:traceName", READ, traces.by_name),
+    Route("GET", "/api/v1/traces/:partitionId/:transactionId", READ, traces.of_message),
+    # -- resources -----------------------------------------------------------------------------
+    Route("GET", "/api/v1/resources/overview", READ, resources.overview),
+    Route("GET", "/api/v1/resources/queues", READ, resources.queues),
+    Route("GET", "/api/v1/resources/queues/:queue/depth", READ, resources.depth),
+    Route("GET", "/api/v1/resources/queues/:queue", READ, resources.queue),
+    Route("GET", "/api/v1/resources/partitions", READ, resources.partitions),
+    Route("GET", "/api/v1/resources/namespaces", READ, resources.namespaces),
+    Route("GET", "/api/v1/resources/tasks", READ, resources.tasks),
+    # -- messages ------------------------------------------------------------------------------
+    Route("GET", "/api/v1/messages", READ, messages.list_messages),
+    Route("GET", "/api/v1/messages/:partitionId/:transactionId", READ, messages.get),
+    Route("DELETE", "/api/v1/messages/:partitionId/:transactionId", WRITE, messages.delete),
+    Route("POST", "/api/v1/messages/:partitionId/:transactionId/retry", WRITE,
+          messages.retry),
+    Route("GET", "/api/v1/status/queues/:queue/messages", READ, messages.of_queue),
+    # -- consumer groups -----------------------------------------------------------------------
+    Route("GET", "/api/v1/consumer-groups", READ, groups.list_groups),
+    Route("GET", "/api/v1/consumer-groups/lagging", READ, groups.lagging),
+    Route("GET", "/api/v1/consumer-groups/:group", READ, groups.detail),
+    Route("DELETE", "/api/v1/consumer-groups/:group", ADMIN, groups.delete),
+    Route("DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ADMIN,
+          groups.delete_queue),
+    Route("POST", "/api/v1/consumer-groups/:group/subscription", WRITE, groups.subscription),
+    Route("POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", WRITE,
+          groups.seek_queue),
+    Route("POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek",
+          WRITE, groups.seek_partition),
+    # -- status --------------------------------------------------------------------------------
+    Route("GET", "/api/v1/status", READ, status.summary),
+    Route("GET", "/api/v1/status/queues", READ, status.queues),
+    Route("GET", "/api/v1/status/queues/:queue", READ, status.queue),
+    Route("GET", "/api/v1/status/analytics", READ, status.analytics),
+    Route("POST", "/api/v1/stats/refresh", ADMIN, status.refresh),
+    Route("GET", "/api/v1/status/buffers", READ, spool.buffers),
+    Route("POST", "/api/v1/status/buffers/retry", ADMIN, spool.retry_failed),
+    # -- analytics -----------------------------------------------------------------------------
+    Route("GET", "/api/v1/analytics/system-metrics", READ, analytics.system_metrics),
+    Route("GET", "/api/v1/analytics/worker-metrics", READ, analytics.worker_metrics),
+    Route("GET", "/api/v1/analytics/queue-lag", READ, analytics.queue_lag),
+    Route("GET", "/api/v1/analytics/queue-ops", READ, analytics.queue_ops),
+    Route("GET", "/api/v1/analytics/queue-parked-replicas", READ, analytics.parked_replicas),
+    Route("GET", "/api/v1/analytics/retention", READ, analytics.retention),
+    Route("GET", "/api/v1/analytics/postgres-stats", READ, analytics.postgres_stats),
+    # -- probes --------------------------------------------------------------------------------
+    Route("GET", "/health", PUBLIC, health.health),
+    Route("GET", "/metrics", PUBLIC, metrics.as_json),
+    Route("GET", "/metrics/prometheus", PUBLIC, metrics.prometheus),
+    # Public: any valid token may ask who it is, the handler checks the token itself.
+    Route("GET", "/api/v1/auth/whoami", PUBLIC, whoami.whoami),
+    # -- the dashboard -------------------------------------------------------------------------
+    Route("GET", "/", PUBLIC, dashboard.page),
+    Route("GET", "/dashboard", PUBLIC, dashboard.page),
+    Route("GET", "/dashboard/", PUBLIC, dashboard.page),
+    Route("GET", "/favicon.ico", PUBLIC, dashboard.favicon),
+    Route("GET", "/dashboard/*asset", PUBLIC, dashboard.asset),
+    # -- the 2.6 client's routes this broker does not have (404 not_implemented) -------------
+    # Kv, locks, timers, offset reads, ephemeral queues, streams: a route that gets built
+    # has its handler and level put in place of `PUBLIC, not_implemented`.
+    Route("POST", "/api/v1/kv", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/locks", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/timers", PUBLIC, not_implemented),
+    Route("GET", "/api/v1/timers/:queue", PUBLIC, not_implemented),
+    Route("GET", "/api/v1/timers/:queue/*timerKey", PUBLIC, not_implemented),
+    Route("DELETE", "/api/v1/timers/:queue/*timerKey", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/fetch", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/partitions/changed", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/ephemeral/configure", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/ephemeral/reset", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/ephemeral/push", PUBLIC, not_implemented),
+    Route("POST", "/api/v1/ephemeral/ack", PUBLIC, not_implemented),
+    Route("GET", "/api/v1/ephemeral/pop", PUBLIC, not_implemented),
+    Route("GET", "/api/v1/ephemeral/queues", PUBLIC, not_implemented),
+    Route("GET", "/api/v1/ephemeral/queues/:queue/depth", PUBLIC, not_implemented),
+    Route("DELETE", "/api/v1/ephemeral/queue/:queue", PUBLIC, not_implemented),
+    Route("POST", "/streams/v1/queries", PUBLIC, not_implemented),
+    Route("POST", "/streams/v1/cycle", PUBLIC, not_implemented),
+    Route("POST", "/streams/v1/state/get", PUBLIC, not_implemented),
+)
+
+# The (method, path) of every route still answered 404 not_implemented.
+NOT_IN_THIS_BROKER: tuple[tuple[str, str], ...] = tuple(
+    (route.method, route.path) for route in ROUTES if route.handler is not_implemented)
+
+
+def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
+    """The app serving ROUTES for `broker`; `auth` defaults to one built from the broker's
+    settings (the server passes one it has already started, so a bad JWKS refuses to
+    boot)."""
+    assets()  # the dashboard's files, read now: a broken install fails here, not on a page
+    return App(Router(ROUTES), broker, auth or Authenticator(broker.settings.auth),
+               max_body_bytes=broker.settings.max_body_bytes,
+               observe=broker.activity.record_request)
