@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import attrs
 from .errors import ConfigError
 
 __all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Setting", "Settings",
-           "declarations", "markdown_table", "parse_bool", "plain", "setting"]
+           "declarations", "markdown_table", "parse_bool", "plain", "setting", "with_tables"]
 
 # JWT algorithms the broker verifies; `auto` picks one by the token's header.
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
@@ -96,6 +97,11 @@ def parse_public_key(name: str, raw: str) -> str:
         raise ConfigError(f"{name} is neither a PEM key nor a readable file: {exc}") from None
 
 
+# The parser of a setting of each type, unless its declaration names another.
+PARSERS: dict[Any, Parser] = {str: parse_text, int: parse_int, float: parse_float,
+                              bool: parse_bool, Path: parse_path}
+
+
 # -- checks: (the variable or flag, the value) -> None, or ConfigError naming both ------------
 
 Check = Callable[[str, Any], None]
@@ -112,12 +118,12 @@ class Bound:
 
     def __str__(self) -> str:
         if self.high is not None:
-            return f"{self.low} to {self.high}"
+            return f"from {self.low} to {self.high}"
         return "positive" if self.strict else f"at least {self.low}"
 
     def __call__(self, name: str, value: float) -> None:
         if self.high is not None and not self.low <= value <= self.high:
-            raise ConfigError(f"{name}={value} is out of range ({self})")
+            raise ConfigError(f"{name}={value} is out of range ({self.low} to {self.high})")
         if value < self.low or (self.strict and value == self.low):
             raise ConfigError(f"{name} must be {self}")
 
@@ -161,7 +167,8 @@ class Setting:
     # The `serve` flag, which wins over the variable.
     flag: str | None = None
     metavar: str | None = None
-    parse: Parser = parse_text
+    # None: the parser of the field's type (`PARSERS`).
+    parse: Parser | None = None
     # The variable counts milliseconds; the field holds seconds.
     milliseconds: bool = False
     check: Check | None = None
@@ -172,13 +179,31 @@ class Setting:
     read: Callable[[Mapping[str, str]], tuple[Any, str]] | None = None
     also: tuple[str, ...] = ()
 
+    @property
+    def fixed(self) -> bool:
+        """Neither a variable nor a flag sets it (the code, or a test broker, does)."""
+        return not (self.env or self.also or self.flag)
+
+    @property
+    def usage(self) -> str:
+        """The flag as it is typed: `--port PORT`."""
+        return " ".join(part for part in (self.flag, self.metavar) if part)
+
     def name(self, field: str) -> str:
         """What a message calls the setting when no source is known."""
         return self.env or self.flag or field
 
-    def value_of(self, name: str, raw: str) -> Any:
+    def parser(self, field: attrs.Attribute[Any]) -> Parser:
+        """The declared parser, else the one of the field's type (None aside)."""
+        if self.parse is not None:
+            return self.parse
+        kinds = [kind for kind in typing.get_args(field.type) or (field.type,)
+                 if kind is not type(None)]
+        return PARSERS[kinds[0]]
+
+    def value_of(self, field: attrs.Attribute[Any], name: str, raw: str) -> Any:
         """The text of a variable or a flag as the field's value."""
-        value = self.parse(name, raw)
+        value = self.parser(field)(name, raw)
         return value / 1000 if self.milliseconds else value
 
 
@@ -192,16 +217,15 @@ def setting(default: Any = attrs.NOTHING, *, factory: Callable[[], Any] | None =
 
 
 def declarations(cls: type) -> Iterator[tuple[attrs.Attribute[Any], Setting]]:
-    """The declared settings of a settings class, in field order."""
-    for field in attrs.fields(cls):
+    """The declared settings of a settings class, in field order, with their types."""
+    for field in attrs.fields(attrs.resolve_types(cls)):
         if _DECLARED in field.metadata:
             yield field, field.metadata[_DECLARED]
 
 
-def declared(cls: type, field: str) -> Setting | None:
-    """One field's declaration (None: the field is not a setting)."""
-    attribute = attrs.fields_dict(cls).get(field)
-    return None if attribute is None else attribute.metadata.get(_DECLARED)
+def declaration_of(cls: type, name: str) -> tuple[attrs.Attribute[Any], Setting] | None:
+    """One field and its declaration (None: the field is not a setting)."""
+    return next(((f, d) for f, d in declarations(cls) if f.name == name), None)
 
 
 def read_env(cls: type, env: Mapping[str, str], only: tuple[str, ...] | None = None
@@ -218,7 +242,7 @@ def read_env(cls: type, env: Mapping[str, str], only: tuple[str, ...] | None = N
         elif declared.env is not None:
             sources[field.name] = declared.env
             raw = env.get(declared.env)
-            value = declared.value_of(declared.env, raw) if raw else None
+            value = declared.value_of(field, declared.env, raw) if raw else None
         else:
             continue
         if value is not None:
@@ -239,7 +263,7 @@ def shown_default(field: attrs.Attribute[Any], declared: Setting) -> str:
     if declared.shown is not None:
         return declared.shown
     default = field.default
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+    if hasattr(default, "factory"):  # an attrs.Factory: computed at start
         raise TypeError(f"{field.name}: say how its default is shown (shown=...)")
     if default is None:
         return "unset"
@@ -252,21 +276,26 @@ def shown_default(field: attrs.Attribute[Any], declared: Setting) -> str:
 
 def markdown_table(cls: type) -> str:
     """The docs' table of a settings class: each setting's variables, its flag (a column only
-    where some setting has one), its default, and its line ended by its range."""
+    where some setting has one), its default, and its line ended by its range. Settings of the
+    code alone come last."""
     flags = any(declared.flag for _, declared in declarations(cls))
     head = ["Variable", *(["Flag"] if flags else []), "Default", "Meaning"]
-    rows = [head, ["---"] * len(head)]
-    for field, declared in declarations(cls):
+    lines = ["|" + "|".join(f" {cell} " for cell in head) + "|", "|---" * len(head) + "|"]
+    for field, declared in sorted(declarations(cls), key=lambda each: each[1].fixed):
         names = ", ".join(f"`{n}`" for n in (declared.env, *declared.also) if n)
-        flag = [f"`{declared.flag}`" if declared.flag else ""] if flags else []
-        bound = f" ({declared.check})" if isinstance(declared.check, Bound) else ""
-        rows.append([names, *flag, shown_default(field, declared), declared.doc + bound])
-    return "".join(f"| {' | '.join(row)} |\n" for row in rows)
+        flag = [f"`{declared.usage}`" if declared.flag else ""] if flags else []
+        bound = f"; must be {declared.check}" if isinstance(declared.check, Bound) else ""
+        row = [names or ("none: fixed in code" if declared.fixed else ""), *flag,
+               shown_default(field, declared), declared.doc + bound]
+        lines.append("|" + "|".join(f" {cell} " if cell else " " for cell in row) + "|")
+    return "".join(line + "\n" for line in lines)
 
 
 def plain(markdown: str) -> str:
-    """A line of the docs as plain text, for --help: no backticks, links as their words."""
-    return re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", markdown).replace("`", "")
+    """A line of the docs as plain text, for --help: no backticks, links as their words, and
+    no "(see [a section](#...))", which means nothing there."""
+    text = re.sub(r" \(see \[[^]]*\]\(#[^)]*\)\)", "", markdown)
+    return re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", text).replace("`", "")
 
 
 # -- JWT authentication ---------------------------------------------------------------------
@@ -290,7 +319,7 @@ class AuthSettings:
     """JWT authentication (DECISIONS: Auth; docs/self-hosting.md). Off by default."""
 
     enabled: bool = setting(
-        False, env="JWT_ENABLED", parse=parse_bool,
+        False, env="JWT_ENABLED",
         doc="`true` or `1` (any case) turns authentication on; `false`/`0` leave it off; "
             "anything else exits 2")
     algorithm: str = setting(
@@ -316,10 +345,10 @@ class AuthSettings:
         doc="when set, `aud` must be it or contain it. **When unset, a token that carries `aud` "
             "is refused** (PyJWT's rule)")
     clock_skew: float = setting(
-        30.0, env="JWT_CLOCK_SKEW", parse=parse_float,
+        30.0, env="JWT_CLOCK_SKEW",
         doc="seconds of leeway for `exp`, `nbf` and `iat`")
     allow_no_exp: bool = setting(
-        False, env="JWT_ALLOW_NO_EXP", parse=parse_bool,
+        False, env="JWT_ALLOW_NO_EXP",
         doc="`true`/`1`: accept tokens without `exp`. `exp` is still checked when present. "
             "Anything but true/false/1/0 exits 2")
     roles_claim: str = setting(
@@ -334,10 +363,10 @@ class AuthSettings:
         doc="the role value that grants each access level: write-only, read-only, read-write "
             "and admin, in that order")
     jwks_refresh_seconds: float = setting(
-        3600.0, env="JWT_JWKS_REFRESH_INTERVAL", parse=parse_float,
+        3600.0, env="JWT_JWKS_REFRESH_INTERVAL",
         doc="seconds before the cached JWKS counts as stale")
     jwks_timeout_seconds: float = setting(
-        5.0, env="JWT_JWKS_TIMEOUT_MS", parse=parse_float, milliseconds=True,
+        5.0, env="JWT_JWKS_TIMEOUT_MS", milliseconds=True,
         doc="timeout of a JWKS fetch over HTTP, in ms")
 
     @classmethod
@@ -473,25 +502,23 @@ def check_database_url(source: str, url: str) -> None:
 
 # -- the broker's settings ------------------------------------------------------------------
 
-FIXED = "; no variable: fixed in code"
-
-
 @attrs.frozen
 class Settings:
+    """The broker's settings. Each is declared once, here: its default, variable, flag,
+    parser (by its type unless named), range and line in docs/operations.md."""
+
     # Listening, the data directory and the database.
     host: str = setting(
         "0.0.0.0", env="HOST", flag="--host", metavar="ADDRESS", doc="listen address")
     port: int = setting(
-        6632, env="PORT", flag="--port", metavar="PORT", parse=parse_int,
+        6632, env="PORT", flag="--port", metavar="PORT",
         check=between(1, 65535), doc="listen port")
     data_dir: Path = setting(
         factory=default_data_dir, env="QUEEN_DATA_DIR", flag="--data-dir", metavar="DIR",
-        parse=parse_path,
-        shown="`$XDG_DATA_HOME/queen-trio`, else `~/.local/share/queen-trio`; as root "
-              "(without `XDG_DATA_HOME`) `/var/lib/queen-trio`",
-        doc="directory of the embedded PostgreSQL (not used for that when a database URL is "
-            "given), and the parent of the default spool directory in every case")
-    # None means: start the embedded PostgreSQL in data_dir.
+        shown="`$XDG_DATA_HOME/queen-trio`; without it `~/.local/share/queen-trio`, as root "
+              "`/var/lib/queen-trio`",
+        doc="directory of the embedded PostgreSQL (unless a database URL is given) and of the "
+            "default spool directory")
     database_url: str | None = setting(
         None, env="DATABASE_URL", also=_PG_VARIABLES, read=read_database_url,
         flag="--database-url", metavar="URL", check=check_database_url,
@@ -499,46 +526,46 @@ class Settings:
         doc="external PostgreSQL, `postgresql://...`; the `PG_*` variables build one when "
             "`DATABASE_URL` is unset")
     db_pool_size: int = setting(
-        20, env="DB_POOL_SIZE", parse=parse_int, check=at_least(2),
+        20, env="DB_POOL_SIZE", check=at_least(2),
         doc="maximum connections in the pool, which opens them on demand (it keeps none open "
             "at start)")
     db_statement_timeout_ms: int = setting(
-        30_000, env="DB_STATEMENT_TIMEOUT", parse=parse_int,
+        30_000, env="DB_STATEMENT_TIMEOUT",
         doc="`statement_timeout` of pool connections, in ms")
     db_lock_timeout_ms: int = setting(
-        10_000, env="DB_LOCK_TIMEOUT", parse=parse_int,
+        10_000, env="DB_LOCK_TIMEOUT",
         doc="`lock_timeout` of pool connections, in ms")
     db_connection_timeout_ms: int = setting(
-        2_000, env="DB_CONNECTION_TIMEOUT", parse=parse_int,
+        2_000, env="DB_CONNECTION_TIMEOUT",
         doc="timeout for opening a pool connection, in ms")
     # The push lane.
     fusion_hold_ms: float = setting(
-        3.0, env="QUEEN_V2_FUSION_HOLD_MS", parse=parse_float, check=POSITIVE,
+        3.0, env="QUEEN_V2_FUSION_HOLD_MS", check=POSITIVE,
         doc="the shard committers' backstop tick, in ms. It is a periodic re-check only: a push "
             "never waits for it")
     push_shards: int = setting(
-        4, env="QUEEN_PUSH_SHARDS", parse=parse_int, check=at_least(1),
+        4, env="QUEEN_PUSH_SHARDS", check=at_least(1),
         doc="shard committers in the push lane, each with at most one transaction in flight; "
             "fewer than `DB_POOL_SIZE`")
     flush_idle_seconds: float = setting(
         10.0, doc="seconds without pushes before a partition's flush task exits (it comes back "
-                  "on the next push)" + FIXED)
+                  "on the next push)")
     # Requests and connections.
     max_body_bytes: int = setting(
-        16 * 1024 * 1024, env="QUEEN_MAX_BODY_BYTES", parse=parse_int, check=at_least(1024),
+        16 * 1024 * 1024, env="QUEEN_MAX_BODY_BYTES", check=at_least(1024),
         doc="larger request bodies get 413")
     max_pending_bytes: int = setting(
-        256 * 1024 * 1024, env="QUEEN_MAX_PENDING_BYTES", parse=parse_int, check=POSITIVE,
+        256 * 1024 * 1024, env="QUEEN_MAX_PENDING_BYTES", check=POSITIVE,
         doc="push bytes the broker holds in memory while they wait for their commit; a push "
             "that would pass it stores nothing and answers 503 with `Retry-After: 1` (see "
             "[Limits and overload](#limits-and-overload))")
     request_read_timeout_ms: int = setting(
-        30_000, env="QUEEN_REQUEST_READ_TIMEOUT", parse=parse_int, check=POSITIVE,
+        30_000, env="QUEEN_REQUEST_READ_TIMEOUT", check=POSITIVE,
         doc="ms within which a request's line, headers and whole body must arrive, counted "
             "from its first byte; past it the broker answers 408 `{\"error\"}` and closes the "
             "connection. Only the reading is timed: a long poll may wait longer")
     max_connections: int = setting(
-        4096, env="QUEEN_MAX_CONNECTIONS", parse=parse_int, check=POSITIVE,
+        4096, env="QUEEN_MAX_CONNECTIONS", check=POSITIVE,
         doc="open HTTP connections; past it the broker stops accepting, so new clients wait in "
             "the listen backlog (1024), and logs `connection limit reached` at most once a "
             "minute")
@@ -555,91 +582,86 @@ class Settings:
             "[self-hosting.md](self-hosting.md#authentication-jwt)")
     # Maintenance and the spool.
     partition_cleanup_days: int = setting(
-        30, env="PARTITION_CLEANUP_DAYS", parse=parse_int,
+        30, env="PARTITION_CLEANUP_DAYS",
         doc="idle days before an empty partition is deleted (see "
             "[Partition reclaim](#partition-reclaim))")
     partition_cleanup_interval_seconds: float = setting(
-        3600.0, doc="seconds between partition reclaim passes (the first runs at start)" + FIXED)
+        3600.0, doc="seconds between partition reclaim passes (the first runs at start)")
     retention_interval_seconds: float = setting(
         300.0, env="RETENTION_INTERVAL", parse=parse_int, milliseconds=True, check=POSITIVE,
         doc="time between retention passes, in ms (an integer; the first pass runs at start); "
             "see [Retention](#retention)")
     retention_batch_size: int = setting(
-        1000, env="RETENTION_BATCH_SIZE", parse=parse_int, check=POSITIVE,
+        1000, env="RETENTION_BATCH_SIZE", check=POSITIVE,
         doc="the most rows of each kind one retention pass deletes or moves")
-    # None: <data_dir>/spool.
     spool_dir: Path | None = setting(
-        None, env="FILE_BUFFER_DIR", parse=parse_path, shown="`<data-dir>/spool`",
+        None, env="FILE_BUFFER_DIR", shown="`<data-dir>/spool`",
         doc="the spool directory, one per broker "
             "([self-hosting.md](self-hosting.md#the-spool-pushes-during-a-database-outage))")
     spool_records_per_file: int = setting(
-        10_000, env="FILE_BUFFER_EVENTS_PER_FILE", parse=parse_int,
+        10_000, env="FILE_BUFFER_EVENTS_PER_FILE",
         doc="records per spool file before a new one is started")
     graceful_timeout_seconds: float = setting(
         10.0, doc="seconds a shutdown gives the requests in flight (hypercorn's "
-                  "`graceful_timeout`)" + FIXED)
+                  "`graceful_timeout`)")
     # Pops.
     default_batch_size: int = setting(
-        1, env="DEFAULT_BATCH_SIZE", parse=parse_int, check=at_least(1),
+        1, env="DEFAULT_BATCH_SIZE", check=at_least(1),
         doc="a pop's `batch` when the request has none (and no `autopilot`)")
     default_timeout_ms: int = setting(
-        30_000, env="DEFAULT_TIMEOUT", parse=parse_int, check=at_least(0),
+        30_000, env="DEFAULT_TIMEOUT", check=at_least(0),
         doc="a long poll's `timeout` in ms when the request has none")
     default_subscription_mode: str = setting(
         "all", env="DEFAULT_SUBSCRIPTION_MODE", check=one_of(*SUBSCRIPTION_MODES),
         doc="a new group's start when the pop says nothing: `all` or `new` (also "
             "`from_beginning`, `new-only`, `now`)")
     pop_wait_initial_interval_ms: int = setting(
-        100, env="POP_WAIT_INITIAL_INTERVAL_MS", parse=parse_int, check=POSITIVE,
+        100, env="POP_WAIT_INITIAL_INTERVAL_MS", check=POSITIVE,
         doc="a parked long poll re-checks every this many ms for its first checks; wake-ups "
             "(local commits, NOTIFY) come on top")
     pop_wait_backoff_threshold: int = setting(
-        3, env="POP_WAIT_BACKOFF_THRESHOLD", parse=parse_int,
+        3, env="POP_WAIT_BACKOFF_THRESHOLD",
         doc="checks at the initial interval before the interval grows")
     pop_wait_backoff_multiplier: float = setting(
-        2.0, env="POP_WAIT_BACKOFF_MULTIPLIER", parse=parse_float,
+        2.0, env="POP_WAIT_BACKOFF_MULTIPLIER",
         doc="past the threshold, the k-th check comes `initial × k × multiplier` ms after the "
             "last")
     pop_wait_max_interval_ms: int = setting(
-        1000, env="POP_WAIT_MAX_INTERVAL_MS", parse=parse_int, check=POSITIVE,
+        1000, env="POP_WAIT_MAX_INTERVAL_MS", check=POSITIVE,
         doc="the longest interval between a parked long poll's checks, in ms")
     # Logging.
     log_level: str = setting(
         "info", env="LOG_LEVEL", flag="--log-level", metavar="LEVEL", parse=parse_log_level,
         doc="`debug`, `info`, `warning`, `error` or `critical`, any case; anything else exits 2 "
             "(see [Logging](#logging))")
-    # None: text when stderr is a terminal, JSON otherwise.
     log_format: str | None = setting(
         None, env="LOG_FORMAT", parse=parse_log_format,
         shown="text when stderr is a terminal, JSON otherwise", doc="`json` or `text`")
-    # One line per request on the logger queen_trio.access, whatever log_level is.
     log_requests: bool = setting(
-        False, env="LOG_REQUESTS", flag="--access-log", parse=parse_bool,
+        False, env="LOG_REQUESTS", flag="--access-log",
         doc="one line per request on the logger `queen_trio.access`, whatever `LOG_LEVEL` is")
-    # Worker processes behind one listening socket (1: a single process, no supervisor).
     workers: int = setting(
         factory=default_workers, env="QUEEN_WORKERS", flag="--workers", metavar="N",
-        parse=parse_int, check=between(1, 256),
+        check=between(1, 256),
         shown=f"`1` on 2 usable CPUs or fewer, else one per usable CPU, at most "
               f"{MAX_DEFAULT_WORKERS}",
         doc="broker processes sharing the port, under one supervisor; `1` is a single process "
             "with no supervisor (see [Workers](#workers))")
     worker_ports: int | None = setting(
-        None, flag="--worker-ports", metavar="BASE", parse=parse_int,
+        None, flag="--worker-ports", metavar="BASE",
         doc="tests and benchmarks: worker K also listens on `BASE + K - 1`, so a client can "
             "talk to one worker")
     app: str | None = setting(
         None, flag="--app", metavar="MODULE:ATTR", check=check_module_attribute,
         doc="tests and benchmarks: serve this ASGI app in the broker's place (no database), "
             "e.g. an empty app for the HTTP ceiling")
-    # Operations: how often each process samples its figures, how long samples are kept, and
-    # the name this process goes by in samples and metrics.
+    # Operations.
     stats_interval_seconds: float = setting(
         10.0, env="STATS_INTERVAL_MS", parse=parse_int, milliseconds=True, check=POSITIVE,
         doc="how often each broker process samples its figures into PostgreSQL, in ms (an "
             "integer); see [Monitoring](#monitoring)")
     metrics_retention_days: int = setting(
-        7, env="METRICS_RETENTION_DAYS", parse=parse_int, check=at_least(1),
+        7, env="METRICS_RETENTION_DAYS", check=at_least(1),
         doc="days samples are kept; the reference's default is 90")
     worker_id: str | None = setting(
         None, env="QUEEN_WORKER_ID", shown="`hostname:pid`",
@@ -657,12 +679,12 @@ class Settings:
         value already typed is taken as it is."""
         values, sources = read_env(cls, os.environ if env is None else env)
         for name, value in flags.items():
-            declaration = declared(cls, name)
+            found = declaration_of(cls, name)
             if value is None:
                 continue
-            sources[name] = (declaration and declaration.flag) or name
-            if declaration is not None and isinstance(value, str):
-                value = declaration.value_of(sources[name], value)
+            sources[name] = (found and found[1].flag) or name
+            if found is not None and isinstance(value, str):
+                value = found[1].value_of(found[0], sources[name], value)
             values[name] = value
         settings = cls(**values, sources=sources)
         settings.check()
@@ -670,8 +692,8 @@ class Settings:
 
     def source(self, field: str) -> str:
         """The variable or flag a setting came from, for error messages."""
-        declaration = declared(Settings, field)
-        return self.sources.get(field) or (declaration.name(field) if declaration else field)
+        found = declaration_of(Settings, field)
+        return self.sources.get(field) or (found[1].name(field) if found else field)
 
     @property
     def uses_data_dir(self) -> bool:
@@ -723,3 +745,15 @@ class Settings:
                 0 < self.worker_ports and self.worker_ports + self.workers - 1 < 65536):
             raise ConfigError(f"{self.source('worker_ports')} {self.worker_ports} with "
                               f"{self.workers} workers runs out of ports (1 to 65535)")
+
+
+# -- the docs' tables -----------------------------------------------------------------------
+
+_TABLE = re.compile(r"(<!-- settings: (\w+) -->\n).*?(<!-- /settings -->)", re.S)
+
+
+def with_tables(page: str) -> str:
+    """A docs page with each block from `<!-- settings: Settings -->` (or `AuthSettings`) to
+    `<!-- /settings -->` made anew from the declarations."""
+    classes = {"Settings": Settings, "AuthSettings": AuthSettings}
+    return _TABLE.sub(lambda block: block[1] + markdown_table(classes[block[2]]) + block[3], page)
