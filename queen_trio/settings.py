@@ -1,28 +1,68 @@
-"""Broker configuration: one typed class, read from the environment and the command line."""
+"""Broker configuration: one typed class, read from the environment and the command line.
+
+Every setting is declared once, as a field of `Settings` (or `AuthSettings`) made by
+`setting(...)`: its default, its environment variable and `serve` flag, how their text is
+parsed, the range its value must keep, and its line of documentation. `Settings.from_env`,
+`serve`'s flags, `Settings.check` and the settings tables of docs/operations.md and
+docs/self-hosting.md (`markdown_table`) are all read from those declarations.
+"""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import re
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
 
 from .errors import ConfigError
 
-__all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Settings", "parse_bool"]
+__all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Setting", "Settings",
+           "declarations", "markdown_table", "parse_bool", "plain", "setting", "with_tables"]
 
 # JWT algorithms the broker verifies; `auto` picks one by the token's header.
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
-# The access levels a token's role maps to (DECISIONS: Auth).
+# The access levels a token's role maps to (DECISIONS: Auth), and the variable naming the
+# role that grants each.
 ROLES = ("write-only", "read-only", "read-write", "admin")
-
+ROLE_VARIABLES = {level: "JWT_ROLE_" + level.upper().replace("-", "_") for level in ROLES}
 
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("json", "text")
+SUBSCRIPTION_MODES = ("all", "new", "from_beginning", "new-only", "now")
+
+
+# -- parsers: (the variable or flag, its text) -> the value, or ConfigError naming both -------
+
+Parser = Callable[[str, str], Any]
+
+
+def parse_text(name: str, raw: str) -> str:
+    return raw
+
+
+def parse_path(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+def parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+
+
+def parse_float(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
 
 
 def parse_bool(name: str, raw: str) -> bool:
@@ -31,13 +71,6 @@ def parse_bool(name: str, raw: str) -> bool:
     if value is None:
         raise ConfigError(f"{name}={raw!r} is not a boolean: use true, false, 1 or 0")
     return value
-
-
-def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    return parse_bool(name, raw)
 
 
 def parse_log_level(name: str, raw: str) -> str:
@@ -54,6 +87,219 @@ def parse_log_format(name: str, raw: str) -> str:
     return form
 
 
+def parse_public_key(name: str, raw: str) -> str:
+    """A PEM key given as itself, or as the path of a file holding it (read once, here)."""
+    if raw.lstrip().startswith("-----BEGIN"):
+        return raw
+    try:
+        return Path(raw).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{name} is neither a PEM key nor a readable file: {exc}") from None
+
+
+# The parser of a setting of each type, unless its declaration names another.
+PARSERS: dict[Any, Parser] = {str: parse_text, int: parse_int, float: parse_float,
+                              bool: parse_bool, Path: parse_path}
+
+
+# -- checks: (the variable or flag, the value) -> None, or ConfigError naming both ------------
+
+Check = Callable[[str, Any], None]
+
+
+@attrs.frozen
+class Bound:
+    """A number's range: from `low` (or above it, when `strict`) up to `high` (or without a
+    limit). Its words end the setting's line in the docs."""
+
+    low: int
+    high: int | None = None
+    strict: bool = False
+
+    def __str__(self) -> str:
+        if self.high is not None:
+            return f"from {self.low} to {self.high}"
+        return "positive" if self.strict else f"at least {self.low}"
+
+    def __call__(self, name: str, value: float) -> None:
+        if self.high is not None and not self.low <= value <= self.high:
+            raise ConfigError(f"{name}={value} is out of range ({self.low} to {self.high})")
+        if value < self.low or (self.strict and value == self.low):
+            raise ConfigError(f"{name} must be {self}")
+
+
+def between(low: int, high: int) -> Bound:
+    return Bound(low, high)
+
+
+def at_least(low: int) -> Bound:
+    return Bound(low)
+
+
+POSITIVE = Bound(0, strict=True)
+
+
+def one_of(*choices: str) -> Check:
+    def check(name: str, value: str) -> None:
+        if value not in choices:
+            raise ConfigError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return check
+
+
+def check_module_attribute(name: str, value: str) -> None:
+    if ":" not in value:
+        raise ConfigError(f"{name}={value!r} is not module:attribute")
+
+
+# -- the declaration ------------------------------------------------------------------------
+
+_DECLARED = "queen_trio.setting"
+
+
+@attrs.frozen
+class Setting:
+    """One setting, declared once: where it is read, how its text is parsed, what its value
+    must be, and its line of documentation (markdown, one line of the docs' table)."""
+
+    doc: str
+    # The environment variable; none for a setting of the code, or of a flag only.
+    env: str | None = None
+    # The `serve` flag, which wins over the variable.
+    flag: str | None = None
+    metavar: str | None = None
+    # None: the parser of the field's type (`PARSERS`).
+    parse: Parser | None = None
+    # The variable counts milliseconds; the field holds seconds.
+    milliseconds: bool = False
+    check: Check | None = None
+    # The default as the docs and --help show it, where the value alone would not say it.
+    shown: str | None = None
+    # A setting read from several variables: the environment -> (its value or None, the
+    # variables it came from); `also` names them for the docs.
+    read: Callable[[Mapping[str, str]], tuple[Any, str]] | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def fixed(self) -> bool:
+        """Neither a variable nor a flag sets it (the code, or a test broker, does)."""
+        return not (self.env or self.also or self.flag)
+
+    @property
+    def usage(self) -> str:
+        """The flag as it is typed: `--port PORT`."""
+        return " ".join(part for part in (self.flag, self.metavar) if part)
+
+    def name(self, field: str) -> str:
+        """What a message calls the setting when no source is known."""
+        return self.env or self.flag or field
+
+    def parser(self, field: attrs.Attribute[Any]) -> Parser:
+        """The declared parser, else the one of the field's type (None aside)."""
+        if self.parse is not None:
+            return self.parse
+        kinds = [kind for kind in typing.get_args(field.type) or (field.type,)
+                 if kind is not type(None)]
+        return PARSERS[kinds[0]]
+
+    def value_of(self, field: attrs.Attribute[Any], name: str, raw: str) -> Any:
+        """The text of a variable or a flag as the field's value."""
+        value = self.parser(field)(name, raw)
+        return value / 1000 if self.milliseconds else value
+
+
+def setting(default: Any = attrs.NOTHING, *, factory: Callable[[], Any] | None = None,
+            **declared: Any) -> Any:
+    """A field of a settings class with its declaration (`declared`: `Setting`'s fields)."""
+    metadata = {_DECLARED: Setting(**declared)}
+    if factory is not None:
+        return attrs.field(factory=factory, metadata=metadata)
+    return attrs.field(default=default, metadata=metadata)
+
+
+def declarations(cls: type) -> Iterator[tuple[attrs.Attribute[Any], Setting]]:
+    """The declared settings of a settings class, in field order, with their types."""
+    for field in attrs.fields(attrs.resolve_types(cls)):
+        if _DECLARED in field.metadata:
+            yield field, field.metadata[_DECLARED]
+
+
+def declaration_of(cls: type, name: str) -> tuple[attrs.Attribute[Any], Setting] | None:
+    """One field and its declaration (None: the field is not a setting)."""
+    return next(((f, d) for f, d in declarations(cls) if f.name == name), None)
+
+
+def read_env(cls: type, env: Mapping[str, str], only: tuple[str, ...] | None = None
+             ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The values the environment gives (a variable set to "" counts as unset), and the
+    variable each setting is read from."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for field, declared in declarations(cls):
+        if only is not None and field.name not in only:
+            continue
+        if declared.read is not None:
+            value, sources[field.name] = declared.read(env)
+        elif declared.env is not None:
+            sources[field.name] = declared.env
+            raw = env.get(declared.env)
+            value = declared.value_of(field, declared.env, raw) if raw else None
+        else:
+            continue
+        if value is not None:
+            values[field.name] = value
+    return values, sources
+
+
+def check_each(settings: Any, sources: Mapping[str, str]) -> None:
+    """Every value that is set, against its own declaration's check."""
+    for field, declared in declarations(type(settings)):
+        value = getattr(settings, field.name)
+        if declared.check is not None and value is not None:
+            declared.check(sources.get(field.name) or declared.name(field.name), value)
+
+
+def shown_default(field: attrs.Attribute[Any], declared: Setting) -> str:
+    """A setting's default in markdown, in its variable's units."""
+    if declared.shown is not None:
+        return declared.shown
+    default = field.default
+    if hasattr(default, "factory"):  # an attrs.Factory: computed at start
+        raise TypeError(f"{field.name}: say how its default is shown (shown=...)")
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if declared.milliseconds:
+        default = round(default * 1000)
+    return f"`{default}`"
+
+
+def markdown_table(cls: type) -> str:
+    """The docs' table of a settings class: each setting's variables, its flag (a column only
+    where some setting has one), its default, and its line ended by its range. Settings of the
+    code alone come last."""
+    flags = any(declared.flag for _, declared in declarations(cls))
+    head = ["Variable", *(["Flag"] if flags else []), "Default", "Meaning"]
+    lines = ["|" + "|".join(f" {cell} " for cell in head) + "|", "|---" * len(head) + "|"]
+    for field, declared in sorted(declarations(cls), key=lambda each: each[1].fixed):
+        names = ", ".join(f"`{n}`" for n in (declared.env, *declared.also) if n)
+        flag = [f"`{declared.usage}`" if declared.flag else ""] if flags else []
+        bound = f"; must be {declared.check}" if isinstance(declared.check, Bound) else ""
+        row = [names or ("none: fixed in code" if declared.fixed else ""), *flag,
+               shown_default(field, declared), declared.doc + bound]
+        lines.append("|" + "|".join(f" {cell} " if cell else " " for cell in row) + "|")
+    return "".join(line + "\n" for line in lines)
+
+
+def plain(markdown: str) -> str:
+    """A line of the docs as plain text, for --help: no backticks, links as their words, and
+    no "(see [a section](#...))", which means nothing there."""
+    text = re.sub(r" \(see \[[^]]*\]\(#[^)]*\)\)", "", markdown)
+    return re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", text).replace("`", "")
+
+
+# -- JWT authentication ---------------------------------------------------------------------
+
 def _usable(algorithm: str, pem: str) -> bool:
     import jwt  # here, not at import: every `queen-trio` command imports this module
 
@@ -64,68 +310,78 @@ def _usable(algorithm: str, pem: str) -> bool:
     return True
 
 
+def read_role_names(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    return {level: env.get(name) or level for level, name in ROLE_VARIABLES.items()}, "JWT_ROLE_*"
+
+
 @attrs.frozen
 class AuthSettings:
     """JWT authentication (DECISIONS: Auth; docs/self-hosting.md). Off by default."""
 
-    enabled: bool = False
-    algorithm: str = "HS256"
-    secret: str | None = None
-    public_key: str | None = None
-    jwks_url: str | None = None
-    issuer: str | None = None
-    audience: str | None = None
-    clock_skew: float = 30.0
-    allow_no_exp: bool = False
-    roles_claim: str = "role"
-    roles_array_claim: str = "roles"
-    # Access level -> the role name that grants it (JWT_ROLE_*).
-    role_names: Mapping[str, str] = attrs.field(factory=lambda: {k: k for k in ROLES})
-    jwks_refresh_seconds: float = 3600.0
-    jwks_timeout_seconds: float = 5.0
+    enabled: bool = setting(
+        False, env="JWT_ENABLED",
+        doc="`true` or `1` (any case) turns authentication on; `false`/`0` leave it off; "
+            "anything else exits 2")
+    algorithm: str = setting(
+        "HS256", env="JWT_ALGORITHM", check=one_of(*ALGORITHMS, "auto"),
+        doc="`HS256`, `RS256`, `ES256`, `EdDSA` or `auto`. A token whose header `alg` differs "
+            "is refused; `auto` accepts any of the four")
+    secret: str | None = setting(
+        None, env="JWT_SECRET",
+        doc="the HS256 shared secret, used as the UTF-8 bytes of the string")
+    public_key: str | None = setting(
+        None, env="JWT_PUBLIC_KEY", parse=parse_public_key,
+        doc="a PEM public key (RSA, EC P-256 or Ed25519), given either as the PEM text itself "
+            "(starting with `-----BEGIN`) or as the path of a PEM file, read once at start")
+    jwks_url: str | None = setting(
+        None, env="JWT_JWKS_URL",
+        doc="a JWKS document: an `http://` or `https://` URL, or a file path (a `file://` "
+            "prefix is allowed). It is read in a worker thread, off the event loop: once at "
+            "start, again when a token names an unknown `kid`, and again on the first request "
+            "after the cached copy is older than `JWT_JWKS_REFRESH_INTERVAL`")
+    issuer: str | None = setting(None, env="JWT_ISSUER", doc="when set, `iss` must equal it")
+    audience: str | None = setting(
+        None, env="JWT_AUDIENCE",
+        doc="when set, `aud` must be it or contain it. **When unset, a token that carries `aud` "
+            "is refused** (PyJWT's rule)")
+    clock_skew: float = setting(
+        30.0, env="JWT_CLOCK_SKEW",
+        doc="seconds of leeway for `exp`, `nbf` and `iat`")
+    allow_no_exp: bool = setting(
+        False, env="JWT_ALLOW_NO_EXP",
+        doc="`true`/`1`: accept tokens without `exp`. `exp` is still checked when present. "
+            "Anything but true/false/1/0 exits 2")
+    roles_claim: str = setting(
+        "role", env="JWT_ROLES_CLAIM", doc="the claim holding one role, as a string")
+    roles_array_claim: str = setting(
+        "roles", env="JWT_ROLES_ARRAY_CLAIM",
+        doc="the claim holding a list of roles. A token's roles are the union of both claims")
+    # Access level -> the role name that grants it.
+    role_names: Mapping[str, str] = setting(
+        factory=lambda: {k: k for k in ROLES}, read=read_role_names,
+        also=tuple(ROLE_VARIABLES.values()), shown="the level's own name",
+        doc="the role value that grants each access level: write-only, read-only, read-write "
+            "and admin, in that order")
+    jwks_refresh_seconds: float = setting(
+        3600.0, env="JWT_JWKS_REFRESH_INTERVAL",
+        doc="seconds before the cached JWKS counts as stale")
+    jwks_timeout_seconds: float = setting(
+        5.0, env="JWT_JWKS_TIMEOUT_MS", milliseconds=True,
+        doc="timeout of a JWKS fetch over HTTP, in ms")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AuthSettings:
-        # Both booleans are checked even with authentication off: a typo never passes.
-        enabled = env_bool(env, "JWT_ENABLED")
-        allow_no_exp = env_bool(env, "JWT_ALLOW_NO_EXP")
-        if not enabled:
+        # With authentication off only the two booleans are read, so that a typo in them never
+        # passes; nothing else is (a key file, say).
+        switches, _ = read_env(cls, env, only=("enabled", "allow_no_exp"))
+        if not switches.get("enabled"):
             return cls()
-        algorithm = env.get("JWT_ALGORITHM") or "HS256"
-        if algorithm not in (*ALGORITHMS, "auto"):
-            raise ConfigError(f"JWT_ALGORITHM={algorithm!r} is not one of "
-                              f"{', '.join(ALGORITHMS)}, auto")
-        public_key = env.get("JWT_PUBLIC_KEY") or None
-        if public_key and not public_key.lstrip().startswith("-----BEGIN"):
-            try:
-                public_key = Path(public_key).read_text()
-            except OSError as exc:
-                raise ConfigError(f"JWT_PUBLIC_KEY is neither a PEM key nor a readable file: "
-                                  f"{exc}") from None
-        try:
-            skew = float(env.get("JWT_CLOCK_SKEW") or 30)
-            refresh = float(env.get("JWT_JWKS_REFRESH_INTERVAL") or 3600)
-            timeout = float(env.get("JWT_JWKS_TIMEOUT_MS") or 5000) / 1000
-        except ValueError as exc:
-            raise ConfigError(f"a JWT_* number does not parse: {exc}") from None
-        names = {
-            "write-only": env.get("JWT_ROLE_WRITE_ONLY") or "write-only",
-            "read-only": env.get("JWT_ROLE_READ_ONLY") or "read-only",
-            "read-write": env.get("JWT_ROLE_READ_WRITE") or "read-write",
-            "admin": env.get("JWT_ROLE_ADMIN") or "admin",
-        }
-        settings = cls(
-            enabled=True, algorithm=algorithm, secret=env.get("JWT_SECRET") or None,
-            public_key=public_key, jwks_url=env.get("JWT_JWKS_URL") or None,
-            issuer=env.get("JWT_ISSUER") or None, audience=env.get("JWT_AUDIENCE") or None,
-            clock_skew=skew, allow_no_exp=allow_no_exp,
-            roles_claim=env.get("JWT_ROLES_CLAIM") or "role",
-            roles_array_claim=env.get("JWT_ROLES_ARRAY_CLAIM") or "roles",
-            role_names=names, jwks_refresh_seconds=refresh, jwks_timeout_seconds=timeout)
+        settings = cls(**read_env(cls, env)[0])
         settings.check()
         return settings
 
     def check(self) -> None:
+        check_each(self, {})
         asymmetric = self.algorithm in ("RS256", "ES256", "EdDSA")
         if self.algorithm == "HS256" and not self.secret:
             raise ConfigError("JWT_ENABLED with HS256 needs JWT_SECRET")
@@ -141,6 +397,8 @@ class AuthSettings:
         if len(set(self.role_names.values())) != len(self.role_names):
             raise ConfigError("JWT_ROLE_* names must be distinct")
 
+
+# -- defaults that depend on the machine ----------------------------------------------------
 
 def default_data_dir() -> Path:
     """Per user; under root /var/lib/queen-trio, which the cluster's own user can reach
@@ -184,145 +442,258 @@ def default_workers(cpus: int | None = None) -> int:
     return 1 if cpus <= 2 else min(cpus, MAX_DEFAULT_WORKERS)
 
 
+# -- the database URL: DATABASE_URL, or Queen's PG_* variables ------------------------------
+
+_PG_VARIABLES = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
+
+
+def database_url_from_env(env: Mapping[str, str]) -> str | None:
+    """DATABASE_URL wins; otherwise Queen's PG_* variables; otherwise None (embedded)."""
+    if env.get("DATABASE_URL"):
+        return env["DATABASE_URL"]
+    if not any(env.get(n) for n in _PG_VARIABLES):
+        return None
+    port = env.get("PG_PORT") or "5432"
+    if not port.strip().isdigit():
+        raise ConfigError(f"PG_PORT={port!r} is not a port number")
+    user = quote(env.get("PG_USER") or "postgres", safe="")
+    password = quote(env.get("PG_PASSWORD") or "postgres", safe="")
+    host = env.get("PG_HOST") or "localhost"
+    db = quote(env.get("PG_DB") or "postgres", safe="")
+    return f"postgresql://{user}:{password}@{host}:{port.strip()}/{db}"
+
+
+def read_database_url(env: Mapping[str, str]) -> tuple[str | None, str]:
+    url = database_url_from_env(env)
+    if env.get("DATABASE_URL") or url is None:
+        return url, "DATABASE_URL"
+    return url, "/".join(_PG_VARIABLES)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ***, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("@", 1)[-1] if "@" in url else url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def check_database_url(source: str, url: str) -> None:
+    """A URL the broker can connect with: postgresql:// or postgres://, a host, a numeric port.
+    An unreachable or unresolvable host is not refused here: the broker starts and spools."""
+    shown = f"{source}={redact_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        if "," not in parts.netloc:  # a multi-host DSN lists ports per host
+            parts.port  # noqa: B018 -- raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"{shown} does not parse as a URL: {exc}") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ConfigError(f"{shown} is not a PostgreSQL URL: it must start with postgresql:// "
+                          "or postgres://")
+    if not parts.netloc and "host=" not in parts.query:
+        raise ConfigError(f"{shown} names no host")
+
+
+# -- the broker's settings ------------------------------------------------------------------
+
 @attrs.frozen
 class Settings:
-    host: str = "0.0.0.0"
-    port: int = 6632
-    data_dir: Path = attrs.field(factory=default_data_dir)
-    # None means: start the embedded PostgreSQL in data_dir.
-    database_url: str | None = None
-    db_pool_size: int = 20
-    db_statement_timeout_ms: int = 30_000
-    db_lock_timeout_ms: int = 10_000
-    db_connection_timeout_ms: int = 2_000
-    # Push lane: the backstop tick (never a linger) and the number of shard committers.
-    fusion_hold_ms: float = 3.0
-    push_shards: int = 4
-    flush_idle_seconds: float = 10.0
-    max_body_bytes: int = 16 * 1024 * 1024
-    # Push bytes waiting in memory for their commit; past it a push is refused (503).
-    max_pending_bytes: int = 256 * 1024 * 1024
-    # A request's line, headers and body must arrive within this of its first byte (408).
-    request_read_timeout_ms: int = 30_000
-    # Open HTTP connections; past it the broker stops accepting (clients wait in the backlog).
-    max_connections: int = 4096
-    encryption_key: str | None = None
-    partition_cleanup_days: int = 30
-    partition_cleanup_interval_seconds: float = 3600.0
-    retention_interval_seconds: float = 300.0
-    # None: <data_dir>/spool.
-    spool_dir: Path | None = None
-    spool_records_per_file: int = 10_000
-    retention_batch_size: int = 1000
-    graceful_timeout_seconds: float = 10.0
+    """The broker's settings. Each is declared once, here: its default, variable, flag,
+    parser (by its type unless named), range and line in docs/operations.md."""
+
+    # Listening, the data directory and the database.
+    host: str = setting(
+        "0.0.0.0", env="HOST", flag="--host", metavar="ADDRESS", doc="listen address")
+    port: int = setting(
+        6632, env="PORT", flag="--port", metavar="PORT",
+        check=between(1, 65535), doc="listen port")
+    data_dir: Path = setting(
+        factory=default_data_dir, env="QUEEN_DATA_DIR", flag="--data-dir", metavar="DIR",
+        shown="`$XDG_DATA_HOME/queen-trio`; without it `~/.local/share/queen-trio`, as root "
+              "`/var/lib/queen-trio`",
+        doc="directory of the embedded PostgreSQL (unless a database URL is given) and of the "
+            "default spool directory")
+    database_url: str | None = setting(
+        None, env="DATABASE_URL", also=_PG_VARIABLES, read=read_database_url,
+        flag="--database-url", metavar="URL", check=check_database_url,
+        shown="unset: the embedded PostgreSQL",
+        doc="external PostgreSQL, `postgresql://...`; the `PG_*` variables build one when "
+            "`DATABASE_URL` is unset")
+    db_pool_size: int = setting(
+        20, env="DB_POOL_SIZE", check=at_least(2),
+        doc="maximum connections in the pool, which opens them on demand (it keeps none open "
+            "at start)")
+    db_statement_timeout_ms: int = setting(
+        30_000, env="DB_STATEMENT_TIMEOUT",
+        doc="`statement_timeout` of pool connections, in ms")
+    db_lock_timeout_ms: int = setting(
+        10_000, env="DB_LOCK_TIMEOUT",
+        doc="`lock_timeout` of pool connections, in ms")
+    db_connection_timeout_ms: int = setting(
+        2_000, env="DB_CONNECTION_TIMEOUT",
+        doc="timeout for opening a pool connection, in ms")
+    # The push lane.
+    fusion_hold_ms: float = setting(
+        3.0, env="QUEEN_V2_FUSION_HOLD_MS", check=POSITIVE,
+        doc="the shard committers' backstop tick, in ms. It is a periodic re-check only: a push "
+            "never waits for it")
+    push_shards: int = setting(
+        4, env="QUEEN_PUSH_SHARDS", check=at_least(1),
+        doc="shard committers in the push lane, each with at most one transaction in flight; "
+            "fewer than `DB_POOL_SIZE`")
+    flush_idle_seconds: float = setting(
+        10.0, doc="seconds without pushes before a partition's flush task exits (it comes back "
+                  "on the next push)")
+    # Requests and connections.
+    max_body_bytes: int = setting(
+        16 * 1024 * 1024, env="QUEEN_MAX_BODY_BYTES", check=at_least(1024),
+        doc="larger request bodies get 413")
+    max_pending_bytes: int = setting(
+        256 * 1024 * 1024, env="QUEEN_MAX_PENDING_BYTES", check=POSITIVE,
+        doc="push bytes the broker holds in memory while they wait for their commit; a push "
+            "that would pass it stores nothing and answers 503 with `Retry-After: 1` (see "
+            "[Limits and overload](#limits-and-overload))")
+    request_read_timeout_ms: int = setting(
+        30_000, env="QUEEN_REQUEST_READ_TIMEOUT", check=POSITIVE,
+        doc="ms within which a request's line, headers and whole body must arrive, counted "
+            "from its first byte; past it the broker answers 408 `{\"error\"}` and closes the "
+            "connection. Only the reading is timed: a long poll may wait longer")
+    max_connections: int = setting(
+        4096, env="QUEEN_MAX_CONNECTIONS", check=POSITIVE,
+        doc="open HTTP connections; past it the broker stops accepting, so new clients wait in "
+            "the listen backlog (1024), and logs `connection limit reached` at most once a "
+            "minute")
+    encryption_key: str | None = setting(
+        None, env="QUEEN_ENCRYPTION_KEY",
+        doc="AES-256-GCM key, 64 hex characters. A malformed key logs one warning at start; a "
+            "missing one logs nothing. Either way encryption is off, and queues with "
+            "`encryptionEnabled` store plaintext, with one warning per queue. See "
+            "[self-hosting.md](self-hosting.md#encryption-at-rest)")
+    auth: AuthSettings = setting(
+        factory=AuthSettings, read=lambda env: (AuthSettings.from_env(env), "JWT_*"),
+        also=("JWT_ENABLED", "JWT_*"), shown="off",
+        doc="JWT authentication: every variable, the access levels and worked examples are in "
+            "[self-hosting.md](self-hosting.md#authentication-jwt)")
+    # Maintenance and the spool.
+    partition_cleanup_days: int = setting(
+        30, env="PARTITION_CLEANUP_DAYS",
+        doc="idle days before an empty partition is deleted (see "
+            "[Partition reclaim](#partition-reclaim))")
+    partition_cleanup_interval_seconds: float = setting(
+        3600.0, doc="seconds between partition reclaim passes (the first runs at start)")
+    retention_interval_seconds: float = setting(
+        300.0, env="RETENTION_INTERVAL", parse=parse_int, milliseconds=True, check=POSITIVE,
+        doc="time between retention passes, in ms (an integer; the first pass runs at start); "
+            "see [Retention](#retention)")
+    retention_batch_size: int = setting(
+        1000, env="RETENTION_BATCH_SIZE", check=POSITIVE,
+        doc="the most rows of each kind one retention pass deletes or moves")
+    spool_dir: Path | None = setting(
+        None, env="FILE_BUFFER_DIR", shown="`<data-dir>/spool`",
+        doc="the spool directory, one per broker "
+            "([self-hosting.md](self-hosting.md#the-spool-pushes-during-a-database-outage))")
+    spool_records_per_file: int = setting(
+        10_000, env="FILE_BUFFER_EVENTS_PER_FILE",
+        doc="records per spool file before a new one is started")
+    graceful_timeout_seconds: float = setting(
+        10.0, doc="seconds a shutdown gives the requests in flight (hypercorn's "
+                  "`graceful_timeout`)")
     # Pops.
-    default_batch_size: int = 1
-    default_timeout_ms: int = 30_000
-    default_subscription_mode: str = "all"
-    pop_wait_initial_interval_ms: int = 100
-    pop_wait_backoff_threshold: int = 3
-    pop_wait_backoff_multiplier: float = 2.0
-    pop_wait_max_interval_ms: int = 1000
-    log_level: str = "info"
-    # None: text when stderr is a terminal, JSON otherwise.
-    log_format: str | None = None
-    # One line per request on the logger queen_trio.access, whatever log_level is.
-    log_requests: bool = False
-    # Worker processes behind one listening socket (1: a single process, no supervisor).
-    workers: int = attrs.field(factory=default_workers)
-    # Tests and benchmarks: worker K (1-based) also listens on worker_ports + K - 1.
-    worker_ports: int | None = None
-    # Tests and benchmarks: serve this ASGI app ("module:attr") instead of the broker.
-    app: str | None = None
-    # Set in a worker process: its number, 1 to workers (None: not a worker).
+    default_batch_size: int = setting(
+        1, env="DEFAULT_BATCH_SIZE", check=at_least(1),
+        doc="a pop's `batch` when the request has none (and no `autopilot`)")
+    default_timeout_ms: int = setting(
+        30_000, env="DEFAULT_TIMEOUT", check=at_least(0),
+        doc="a long poll's `timeout` in ms when the request has none")
+    default_subscription_mode: str = setting(
+        "all", env="DEFAULT_SUBSCRIPTION_MODE", check=one_of(*SUBSCRIPTION_MODES),
+        doc="a new group's start when the pop says nothing: `all` or `new` (also "
+            "`from_beginning`, `new-only`, `now`)")
+    pop_wait_initial_interval_ms: int = setting(
+        100, env="POP_WAIT_INITIAL_INTERVAL_MS", check=POSITIVE,
+        doc="a parked long poll re-checks every this many ms for its first checks; wake-ups "
+            "(local commits, NOTIFY) come on top")
+    pop_wait_backoff_threshold: int = setting(
+        3, env="POP_WAIT_BACKOFF_THRESHOLD",
+        doc="checks at the initial interval before the interval grows")
+    pop_wait_backoff_multiplier: float = setting(
+        2.0, env="POP_WAIT_BACKOFF_MULTIPLIER",
+        doc="past the threshold, the k-th check comes `initial × k × multiplier` ms after the "
+            "last")
+    pop_wait_max_interval_ms: int = setting(
+        1000, env="POP_WAIT_MAX_INTERVAL_MS", check=POSITIVE,
+        doc="the longest interval between a parked long poll's checks, in ms")
+    # Logging.
+    log_level: str = setting(
+        "info", env="LOG_LEVEL", flag="--log-level", metavar="LEVEL", parse=parse_log_level,
+        doc="`debug`, `info`, `warning`, `error` or `critical`, any case; anything else exits 2 "
+            "(see [Logging](#logging))")
+    log_format: str | None = setting(
+        None, env="LOG_FORMAT", parse=parse_log_format,
+        shown="text when stderr is a terminal, JSON otherwise", doc="`json` or `text`")
+    log_requests: bool = setting(
+        False, env="LOG_REQUESTS", flag="--access-log",
+        doc="one line per request on the logger `queen_trio.access`, whatever `LOG_LEVEL` is")
+    workers: int = setting(
+        factory=default_workers, env="QUEEN_WORKERS", flag="--workers", metavar="N",
+        check=between(1, 256),
+        shown=f"`1` on 2 usable CPUs or fewer, else one per usable CPU, at most "
+              f"{MAX_DEFAULT_WORKERS}",
+        doc="broker processes sharing the port, under one supervisor; `1` is a single process "
+            "with no supervisor (see [Workers](#workers))")
+    worker_ports: int | None = setting(
+        None, flag="--worker-ports", metavar="BASE",
+        doc="tests and benchmarks: worker K also listens on `BASE + K - 1`, so a client can "
+            "talk to one worker")
+    app: str | None = setting(
+        None, flag="--app", metavar="MODULE:ATTR", check=check_module_attribute,
+        doc="tests and benchmarks: serve this ASGI app in the broker's place (no database), "
+            "e.g. an empty app for the HTTP ceiling")
+    # Operations.
+    stats_interval_seconds: float = setting(
+        10.0, env="STATS_INTERVAL_MS", parse=parse_int, milliseconds=True, check=POSITIVE,
+        doc="how often each broker process samples its figures into PostgreSQL, in ms (an "
+            "integer); see [Monitoring](#monitoring)")
+    metrics_retention_days: int = setting(
+        7, env="METRICS_RETENTION_DAYS", check=at_least(1),
+        doc="days samples are kept; the reference's default is 90")
+    worker_id: str | None = setting(
+        None, env="QUEEN_WORKER_ID", shown="`hostname:pid`",
+        doc="the name this process goes by in samples, `/health`, `/metrics` and the status "
+            "routes; with `--workers N` each worker adds `-K`, its number")
+    # Not settings: set in a worker process, its number, 1 to workers (None: not a worker);
+    # and where each setting came from ("PORT", "--port", ...), to name it in an error.
     worker_index: int | None = None
-    # Operations: how often each process samples its figures, how long samples are kept, and
-    # the name this process goes by in samples and metrics (default hostname:pid).
-    stats_interval_seconds: float = 10.0
-    metrics_retention_days: int = 7
-    worker_id: str | None = None
-    auth: AuthSettings = attrs.Factory(AuthSettings)
-    # Where each setting came from ("PORT", "--port", ...), to name it in an error.
     sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Settings from the environment; `overrides` are command-line flags (None: not given),
-        which win over their variables."""
-        env = os.environ if env is None else env
-        values: dict[str, object] = {}
-        sources: dict[str, str] = {}
-
-        def take(name: str, field: str, parse=str) -> None:  # type: ignore[no-untyped-def]
-            raw = env.get(name)
-            sources.setdefault(field, name)
-            if raw is None or raw == "":
-                return
-            try:
-                values[field] = parse(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
-
-        def flag(field: str, name: str, parse=None) -> None:  # type: ignore[no-untyped-def]
-            value = overrides.pop(field, None)
+    def from_env(cls, env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+        """Settings from the environment; `flags` are the command line's (None: not given),
+        which win over their variables. A flag's text is parsed as its variable's would be; a
+        value already typed is taken as it is."""
+        values, sources = read_env(cls, os.environ if env is None else env)
+        for name, value in flags.items():
+            found = declaration_of(cls, name)
             if value is None:
-                return
-            values[field] = parse(name, value) if parse else value
-            sources[field] = name
-
-        take("HOST", "host")
-        take("PORT", "port", int)
-        take("QUEEN_DATA_DIR", "data_dir", Path)
-        take("DB_POOL_SIZE", "db_pool_size", int)
-        take("DB_STATEMENT_TIMEOUT", "db_statement_timeout_ms", int)
-        take("DB_LOCK_TIMEOUT", "db_lock_timeout_ms", int)
-        take("DB_CONNECTION_TIMEOUT", "db_connection_timeout_ms", int)
-        take("QUEEN_V2_FUSION_HOLD_MS", "fusion_hold_ms", float)
-        take("QUEEN_PUSH_SHARDS", "push_shards", int)
-        take("QUEEN_MAX_BODY_BYTES", "max_body_bytes", int)
-        take("QUEEN_MAX_PENDING_BYTES", "max_pending_bytes", int)
-        take("QUEEN_REQUEST_READ_TIMEOUT", "request_read_timeout_ms", int)
-        take("QUEEN_MAX_CONNECTIONS", "max_connections", int)
-        take("QUEEN_ENCRYPTION_KEY", "encryption_key")
-        take("PARTITION_CLEANUP_DAYS", "partition_cleanup_days", int)
-        take("RETENTION_INTERVAL", "retention_interval_seconds", milliseconds)
-        take("RETENTION_BATCH_SIZE", "retention_batch_size", int)
-        take("FILE_BUFFER_DIR", "spool_dir", Path)
-        take("FILE_BUFFER_EVENTS_PER_FILE", "spool_records_per_file", int)
-        take("QUEEN_WORKERS", "workers", int)
-        take("LOG_LEVEL", "log_level", lambda raw: parse_log_level("LOG_LEVEL", raw))
-        take("LOG_FORMAT", "log_format", lambda raw: parse_log_format("LOG_FORMAT", raw))
-        take("LOG_REQUESTS", "log_requests", lambda raw: parse_bool("LOG_REQUESTS", raw))
-        take("DEFAULT_BATCH_SIZE", "default_batch_size", int)
-        take("DEFAULT_TIMEOUT", "default_timeout_ms", int)
-        take("DEFAULT_SUBSCRIPTION_MODE", "default_subscription_mode")
-        take("POP_WAIT_INITIAL_INTERVAL_MS", "pop_wait_initial_interval_ms", int)
-        take("POP_WAIT_BACKOFF_THRESHOLD", "pop_wait_backoff_threshold", int)
-        take("POP_WAIT_BACKOFF_MULTIPLIER", "pop_wait_backoff_multiplier", float)
-        take("POP_WAIT_MAX_INTERVAL_MS", "pop_wait_max_interval_ms", int)
-        take("STATS_INTERVAL_MS", "stats_interval_seconds", milliseconds)
-        take("METRICS_RETENTION_DAYS", "metrics_retention_days", int)
-        take("QUEEN_WORKER_ID", "worker_id")
-        url, sources["database_url"] = database_url_from_env(env), database_url_source(env)
-        values["database_url"] = url
-        values["auth"] = AuthSettings.from_env(env)
-        flag("host", "--host")
-        flag("port", "--port")
-        flag("data_dir", "--data-dir")
-        flag("database_url", "--database-url")
-        flag("log_level", "--log-level", parse_log_level)
-        flag("log_requests", "--access-log")
-        flag("workers", "--workers")
-        flag("worker_ports", "--worker-ports")
-        flag("app", "--app")
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        settings = cls(**values, sources=sources)  # type: ignore[arg-type]
+                continue
+            sources[name] = (found and found[1].flag) or name
+            if found is not None and isinstance(value, str):
+                value = found[1].value_of(found[0], sources[name], value)
+            values[name] = value
+        settings = cls(**values, sources=sources)
         settings.check()
         return settings
 
     def source(self, field: str) -> str:
         """The variable or flag a setting came from, for error messages."""
-        return self.sources.get(field, field)
+        found = declaration_of(Settings, field)
+        return self.sources.get(field) or (found[1].name(field) if found else field)
 
     @property
     def uses_data_dir(self) -> bool:
@@ -365,102 +736,24 @@ class Settings:
                    MIN_EMBEDDED_CONNECTIONS)
 
     def check(self) -> None:
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"{self.source('port')}={self.port} is out of range (1 to 65535)")
-        if self.database_url is not None:
-            check_database_url(self.source("database_url"), self.database_url)
-        if self.db_pool_size < 2:
-            raise ConfigError("DB_POOL_SIZE must be at least 2")
-        if self.push_shards < 1 or self.push_shards >= self.db_pool_size:
-            raise ConfigError("QUEEN_PUSH_SHARDS must be at least 1 and below DB_POOL_SIZE")
-        if self.fusion_hold_ms <= 0:
-            raise ConfigError("QUEEN_V2_FUSION_HOLD_MS must be positive")
-        if self.default_batch_size < 1 or self.default_timeout_ms < 0:
-            raise ConfigError("DEFAULT_BATCH_SIZE must be >= 1 and DEFAULT_TIMEOUT >= 0")
-        if self.default_subscription_mode not in ("", "all", "from_beginning", "new",
-                                                  "new-only", "now"):
-            raise ConfigError(f"DEFAULT_SUBSCRIPTION_MODE={self.default_subscription_mode!r} "
-                              "is not one of all, new")
-        if self.pop_wait_initial_interval_ms < 1 or self.pop_wait_max_interval_ms < 1:
-            raise ConfigError("POP_WAIT_*_INTERVAL_MS must be positive")
-        if self.retention_interval_seconds <= 0 or self.retention_batch_size < 1:
-            raise ConfigError("RETENTION_INTERVAL and RETENTION_BATCH_SIZE must be positive")
-        if self.stats_interval_seconds <= 0 or self.metrics_retention_days < 1:
-            raise ConfigError("STATS_INTERVAL_MS must be positive and METRICS_RETENTION_DAYS "
-                              "at least 1")
-        if self.max_body_bytes < 1024:
-            raise ConfigError("QUEEN_MAX_BODY_BYTES must be at least 1024")
-        if not 1 <= self.workers <= 256:
-            raise ConfigError(f"{self.source('workers')}={self.workers} is out of range "
-                              "(1 to 256)")
+        """Each setting against its declaration, then the rules that involve two."""
+        check_each(self, self.sources)
+        if self.push_shards >= self.db_pool_size:
+            raise ConfigError(f"{self.source('push_shards')}={self.push_shards} must be below "
+                              f"{self.source('db_pool_size')}={self.db_pool_size}")
         if self.worker_ports is not None and not (
                 0 < self.worker_ports and self.worker_ports + self.workers - 1 < 65536):
-            raise ConfigError(f"--worker-ports {self.worker_ports} with {self.workers} workers "
-                              "runs out of ports (1 to 65535)")
-        if self.app is not None and ":" not in self.app:
-            raise ConfigError(f"--app {self.app!r} is not module:attribute")
-        if self.max_pending_bytes < 1:
-            raise ConfigError("QUEEN_MAX_PENDING_BYTES must be positive")
-        if self.request_read_timeout_ms < 1 or self.max_connections < 1:
-            raise ConfigError("QUEEN_REQUEST_READ_TIMEOUT and QUEEN_MAX_CONNECTIONS must be "
-                              "positive")
+            raise ConfigError(f"{self.source('worker_ports')} {self.worker_ports} with "
+                              f"{self.workers} workers runs out of ports (1 to 65535)")
 
 
-def milliseconds(text: str) -> float:
-    """An integer number of milliseconds, as seconds."""
-    return int(text) / 1000
+# -- the docs' tables -----------------------------------------------------------------------
+
+_TABLE = re.compile(r"(<!-- settings: (\w+) -->\n).*?(<!-- /settings -->)", re.S)
 
 
-_PG_VARIABLES = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
-
-
-def database_url_source(env: Mapping[str, str]) -> str:
-    if env.get("DATABASE_URL") or not any(env.get(n) for n in _PG_VARIABLES):
-        return "DATABASE_URL"
-    return "PG_HOST/PG_PORT/PG_USER/PG_PASSWORD/PG_DB"
-
-
-def database_url_from_env(env: Mapping[str, str]) -> str | None:
-    """DATABASE_URL wins; otherwise Queen's PG_* variables; otherwise None (embedded)."""
-    if env.get("DATABASE_URL"):
-        return env["DATABASE_URL"]
-    if not any(env.get(n) for n in _PG_VARIABLES):
-        return None
-    port = env.get("PG_PORT") or "5432"
-    if not port.strip().isdigit():
-        raise ConfigError(f"PG_PORT={port!r} is not a port number")
-    user = quote(env.get("PG_USER") or "postgres", safe="")
-    password = quote(env.get("PG_PASSWORD") or "postgres", safe="")
-    host = env.get("PG_HOST") or "localhost"
-    db = quote(env.get("PG_DB") or "postgres", safe="")
-    return f"postgresql://{user}:{password}@{host}:{port.strip()}/{db}"
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url.split("@", 1)[-1] if "@" in url else url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-def check_database_url(source: str, url: str) -> None:
-    """A URL the broker can connect with: postgresql:// or postgres://, a host, a numeric port.
-    An unreachable or unresolvable host is not refused here: the broker starts and spools."""
-    shown = f"{source}={redact_url(url)!r}"
-    try:
-        parts = urlsplit(url)
-        if "," not in parts.netloc:  # a multi-host DSN lists ports per host
-            parts.port  # noqa: B018 -- raises ValueError on a port that is not a number
-    except ValueError as exc:
-        raise ConfigError(f"{shown} does not parse as a URL: {exc}") from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigError(f"{shown} is not a PostgreSQL URL: it must start with postgresql:// "
-                          "or postgres://")
-    if not parts.netloc and "host=" not in parts.query:
-        raise ConfigError(f"{shown} names no host")
+def with_tables(page: str) -> str:
+    """A docs page with each block from `<!-- settings: Settings -->` (or `AuthSettings`) to
+    `<!-- /settings -->` made anew from the declarations."""
+    classes = {"Settings": Settings, "AuthSettings": AuthSettings}
+    return _TABLE.sub(lambda block: block[1] + markdown_table(classes[block[2]]) + block[3], page)

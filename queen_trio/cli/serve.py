@@ -4,16 +4,41 @@ when it runs; nothing here loads the client's libraries (httpx, rich, PyYAML).""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from ..exits import Exit, report_boot_failure
 from ..logs import configure_logging
-from ..settings import LOG_LEVELS, ConfigError, Settings, default_data_dir, default_workers
+from ..settings import ConfigError, Settings, declarations, parse_bool, plain, shown_default
 from .help import examples
 
-DEFAULTS = Settings()
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def setting_flags(*names: str) -> Callable[[Command], Command]:
+    """The flags of these settings, as their declarations in queen_trio/settings.py give them.
+    Each defaults to None, so that an unset flag leaves its variable (or default) in force;
+    `Settings.from_env` parses a flag's text as it would its variable's."""
+    declared = {field.name: (field, setting) for field, setting in declarations(Settings)}
+
+    def add(command: Command) -> Command:
+        for name in reversed(names):  # the first name stands first in --help
+            field, setting = declared[name]
+            if setting.flag is None:
+                raise TypeError(f"the setting {name} has no flag")
+            default = plain(shown_default(field, setting))
+            factory = getattr(field.default, "factory", None)  # a default of this machine
+            if factory is not None:
+                default += f"; here {factory()}"
+            where = f" ({setting.env}; default {default})" if setting.env else ""
+            shape: dict[str, Any] = ({"flag_value": True} if setting.parser(field) is parse_bool
+                                     else {"metavar": setting.metavar})
+            command = click.option(setting.flag, name, default=None, **shape,
+                                   help=plain(setting.doc) + where)(command)
+        return command
+    return add
 
 
 @click.command(epilog=examples(
@@ -21,35 +46,12 @@ DEFAULTS = Settings()
     "queen-trio serve --host 127.0.0.1 --port 7000 --access-log",
     "DATABASE_URL=postgresql://user:pw@db/queen queen-trio serve"),
     short_help="Run the broker (HTTP, port 6632 by default).")
-@click.option("--host", help=f"listen address (HOST; default {DEFAULTS.host})")
-@click.option("--port", type=int, help=f"listen port (PORT; default {DEFAULTS.port})")
-@click.option("--data-dir", type=click.Path(path_type=Path),
-              help="embedded PostgreSQL and spool directory (QUEEN_DATA_DIR; default "
-                   f"{default_data_dir()})")
-@click.option("--database-url", help="external PostgreSQL, postgresql://... (DATABASE_URL or "
-                                     "PG_*; default: none, the embedded PostgreSQL)")
-@click.option("--log-level", metavar="LEVEL",
-              help=f"{', '.join(LOG_LEVELS)} (LOG_LEVEL; default {DEFAULTS.log_level})")
-@click.option("--access-log", flag_value=True, default=None,
-              help="log one line per request on queen_trio.access (LOG_REQUESTS; default off)")
-@click.option("--workers", type=int, metavar="N",
-              help="broker processes sharing the port (QUEEN_WORKERS; default 1 on 2 usable "
-                   f"CPUs or fewer, else one per CPU up to 8; here {default_workers()})")
-@click.option("--worker-ports", type=int, metavar="BASE",
-              help="tests and benchmarks: worker K also listens on BASE + K - 1")
-@click.option("--app", metavar="MODULE:ATTR",
-              help="tests and benchmarks: serve this ASGI app instead of the broker")
-def serve(host: str | None, port: int | None, data_dir: Path | None,
-          database_url: str | None, log_level: str | None, access_log: bool | None,
-          workers: int | None, worker_ports: int | None, app: str | None) -> int:
+@setting_flags(*(field.name for field, setting in declarations(Settings) if setting.flag))
+def serve(**flags: Any) -> int:
     """Run the broker until SIGTERM or Ctrl-C. A flag wins over its variable; every setting
     and its variable: docs/operations.md."""
-    # Flags default to None, so that an unset flag leaves its variable (or default) in force.
     try:
-        settings = Settings.from_env(host=host, port=port, data_dir=data_dir,
-                                     database_url=database_url, log_level=log_level,
-                                     log_requests=access_log, workers=workers,
-                                     worker_ports=worker_ports, app=app)
+        settings = Settings.from_env(**flags)
     except ConfigError as exc:
         print(f"queen-trio: configuration error: {exc}", file=sys.stderr)
         return Exit.USAGE

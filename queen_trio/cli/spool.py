@@ -5,15 +5,15 @@ code (opened inside the command only)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ..exits import Exit
 from ..logs import configure_logging
-from ..settings import ConfigError, Settings, default_data_dir
+from ..settings import ConfigError, Settings
 from .connection import Connection, connection_options
 from .help import examples
+from .serve import setting_flags
 
 
 @click.group(epilog=examples("queen-trio spool retry"))
@@ -24,12 +24,9 @@ def spool() -> None:
 @spool.command("retry", epilog=examples(
     "queen-trio spool retry",
     "queen-trio spool retry --url http://localhost:6632 --token \"$ADMIN_TOKEN\""))
-@click.option("--data-dir", type=click.Path(path_type=Path),
-              help=f"the data directory (QUEEN_DATA_DIR; default {default_data_dir()})")
-@click.option("--database-url", help="external PostgreSQL (DATABASE_URL or PG_*; default: the "
-                                     "embedded PostgreSQL)")
+@setting_flags("data_dir", "database_url")
 @connection_options(url_alias=True)
-def retry(connection: Connection, data_dir: Path | None, database_url: str | None) -> int:
+def retry(connection: Connection, data_dir: str | None, database_url: str | None) -> int:
     """Put every record of failed/ back in line and replay it. With a broker running on the
     directory, ask it (admin route); otherwise replay the directory here. Exits 1 when
     records are left pending or failed."""

@@ -21,6 +21,8 @@ REFUSALS = [
     ({"LOG_REQUESTS": "on"}, [], "LOG_REQUESTS='on'"),
     ({"LOG_LEVEL": "loud"}, [], "LOG_LEVEL='loud'"),
     ({}, ["--log-level", "verbose"], "--log-level='verbose'"),
+    ({}, ["--port", "abc"], "--port='abc' is not an integer"),
+    ({"QUEEN_PUSH_SHARDS": "20"}, [], "QUEEN_PUSH_SHARDS=20 must be below DB_POOL_SIZE=20"),
     ({"LOG_FORMAT": "xml"}, [], "LOG_FORMAT='xml'"),
     ({"HOST": "no-such-host.invalid"}, [], "HOST='no-such-host.invalid'"),
     ({}, ["--host", "no-such-host.invalid"], "--host='no-such-host.invalid'"),

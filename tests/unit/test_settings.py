@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from queen_trio.settings import ConfigError, Settings, database_url_from_env
+from queen_trio.settings import (
+    AuthSettings,
+    Bound,
+    ConfigError,
+    Settings,
+    database_url_from_env,
+    declarations,
+    shown_default,
+)
 
 
 @pytest.mark.parametrize("raw", ["true", "TRUE", "1", " True "])
@@ -114,3 +123,59 @@ def test_a_worker_spools_in_a_directory_of_its_own(tmp_path) -> None:  # type: i
     worker = Settings(data_dir=tmp_path, workers=2, worker_index=2)
     assert worker.spool_root == tmp_path / "spool"
     assert worker.spool_directory == tmp_path / "spool" / "worker-2"
+
+
+def test_a_flags_text_is_parsed_as_its_variables_would_be() -> None:
+    assert Settings.from_env({}, workers="3", data_dir="/tmp/q").workers == 3
+    assert Settings.from_env({}, data_dir="/tmp/q").data_dir == Path("/tmp/q")
+    with pytest.raises(ConfigError, match="^--port='abc' is not an integer$"):
+        Settings.from_env({"PORT": "7000"}, port="abc")
+
+
+def test_variables_in_milliseconds_fill_fields_in_seconds() -> None:
+    s = Settings.from_env({"RETENTION_INTERVAL": "5000", "STATS_INTERVAL_MS": "250"})
+    assert (s.retention_interval_seconds, s.stats_interval_seconds) == (5.0, 0.25)
+
+
+# Room for any pool size or shard count the bounds allow.
+ROOMY = {"DB_POOL_SIZE": "1000", "QUEEN_PUSH_SHARDS": "1"}
+BOUNDED = [(field.name, declared) for field, declared in declarations(Settings)
+           if isinstance(declared.check, Bound) and declared.env]
+
+
+@pytest.mark.parametrize(("field", "declared"), BOUNDED, ids=[name for name, _ in BOUNDED])
+def test_a_value_outside_its_declared_range_is_refused_naming_the_variable(field, declared):
+    bound = declared.check
+    outside = bound.low if bound.strict else bound.low - 1
+    with pytest.raises(ConfigError, match=f"^{declared.env}"):
+        Settings.from_env({**ROOMY, declared.env: str(outside)})
+    inside = bound.low + 1  # the lowest value allowed, or just above it
+    assert getattr(Settings.from_env({**ROOMY, declared.env: str(inside)}), field) is not None
+
+
+def test_the_rules_of_two_settings_name_both() -> None:
+    with pytest.raises(ConfigError, match="^QUEEN_PUSH_SHARDS=8 must be below DB_POOL_SIZE=8$"):
+        Settings.from_env({"QUEEN_PUSH_SHARDS": "8", "DB_POOL_SIZE": "8"})
+
+
+@pytest.mark.parametrize("cls", [Settings, AuthSettings])
+def test_a_default_the_docs_show_as_a_value_is_the_default_its_variable_gives(cls) -> None:
+    shown = 0
+    for field, declared in declarations(cls):
+        text = shown_default(field, declared)
+        if declared.env and declared.shown is None and re.fullmatch(r"`[^`]*`", text):
+            assert declared.value_of(field, declared.env, text.strip("`")) == field.default, field.name
+            shown += 1
+    assert shown >= 5
+
+
+def test_with_authentication_off_only_the_switches_are_read() -> None:
+    off = AuthSettings.from_env({"JWT_PUBLIC_KEY": "/no/such/key.pem", "JWT_CLOCK_SKEW": "soon"})
+    assert off == AuthSettings()
+    on = AuthSettings.from_env({"JWT_ENABLED": "1", "JWT_SECRET": "s", "JWT_ROLE_ADMIN": "boss",
+                                "JWT_JWKS_TIMEOUT_MS": "1500"})
+    assert on.role_names == {"write-only": "write-only", "read-only": "read-only",
+                             "read-write": "read-write", "admin": "boss"}
+    assert on.jwks_timeout_seconds == 1.5
+    with pytest.raises(ConfigError, match="^JWT_CLOCK_SKEW='soon' is not a number$"):
+        AuthSettings.from_env({"JWT_ENABLED": "1", "JWT_SECRET": "s", "JWT_CLOCK_SKEW": "soon"})
