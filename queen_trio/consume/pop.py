@@ -1,4 +1,7 @@
-"""Pops: parameters, the claim, the reply (payload bytes spliced verbatim), long polling."""
+"""Pops: parameters, the claim, the reply (payload bytes spliced verbatim), long polling.
+
+The rules a pop follows between the claim and the reply (decoding, dead-letter cuts, the
+reply's shape, how long a long poll parks) are pure functions in consume/delivery.py."""
 
 from __future__ import annotations
 
@@ -8,17 +11,25 @@ from collections import OrderedDict
 from typing import Any
 
 import attrs
-import msgspec
 import trio
 
 from .. import ids, wire
 from ..errors import BadRequest, DatabaseUnavailable
 from ..settings import Settings
-from ..storage import frames as framing
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 from ..wire import QUEUE_MODE, query_bool, query_int
+from .delivery import (
+    Decoded,
+    Delivery,
+    PopRequest,
+    Runs,
+    assemble_reply,
+    dead_letter_plan,
+    decode_claim,
+    park_seconds,
+)
 from .diagnosis import why_nothing
 from .fusion import CallFusion, Fusable, FusionStatistics
 from .wakeups import WakeRegistry
@@ -42,23 +53,6 @@ class ConsumerStatistics:
     undecodable: int    # claimed messages dead-lettered because they could not be decoded
     released: int       # leases given back because the reply could not be sent
     parked: int         # long polls waiting right now
-
-
-@attrs.frozen
-class PopRequest:
-    queue: str | None
-    partition: str | None
-    namespace: str | None
-    task: str | None
-    group: str
-    batch: int
-    partitions: int
-    wait: bool
-    timeout_ms: int
-    auto_ack: bool
-    start_mode: str
-    start_from: dt.datetime | None
-    autopilot: bool
 
 
 def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = None,
@@ -107,40 +101,6 @@ def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = 
     )
 
 
-@attrs.frozen
-class Delivery:
-    """A pop's reply, and the lease to give back if it never reaches the consumer (None for
-    autoAck: its claim committed the cursor, at most once)."""
-
-    reply: dict[str, Any]
-    lease_id: Any | None
-
-
-@attrs.frozen
-class _Bad:
-    """A claimed message that cannot be decoded: it goes to the group's dead letters."""
-
-    partition_id: Any
-    offset: int
-    message_id: str
-    transaction_id: str | None
-    reason: str
-
-
-@attrs.define
-class _Decoded:
-    """What a claim's rows turned into: the messages to deliver, and what could not be read."""
-
-    messages: list[dict[str, Any]] = attrs.Factory(list)
-    # (partition id, offset) of each message, in step with `messages`.
-    offsets: list[tuple[Any, int]] = attrs.Factory(list)
-    bad: list[_Bad] = attrs.Factory(list)
-    dead_lettered: int = 0
-    next_check: dt.datetime | None = None
-    # The claim found its queue (the group has joined it now).
-    found: bool = False
-
-
 @attrs.define(eq=False)
 class _ClaimRequest(Fusable):
     """One queue's claim within a pop attempt, fused with others: its outcome is `decoded`."""
@@ -148,7 +108,7 @@ class _ClaimRequest(Fusable):
     req: PopRequest
     lease_id: Any
     gone: trio.Event
-    decoded: _Decoded | None = None
+    decoded: Decoded | None = None
 
 
 class Consumer:
@@ -231,7 +191,7 @@ class Consumer:
                 "auto_ack": req.auto_ack, "start_mode": req.start_mode,
                 "start_from": req.start_from}
 
-    async def _claim(self, req: PopRequest, lease_id: Any, gone: trio.Event) -> _Decoded:
+    async def _claim(self, req: PopRequest, lease_id: Any, gone: trio.Event) -> Decoded:
         """Claim and decode in one bridge crossing: fused with other pops once the group has
         joined the queue; alone (pop_claim, or pop_namespace) otherwise."""
         key = (req.queue, req.group)
@@ -239,11 +199,11 @@ class Consumer:
             self._joined.move_to_end(key)
             request = _ClaimRequest(req, lease_id, gone)
             await self.claims.submit(request)
-            return request.decoded or _Decoded()
+            return request.decoded or Decoded()
 
-        async def work(conn: Any) -> _Decoded:
+        async def work(conn: Any) -> Decoded:
             if gone.is_set():
-                return _Decoded()
+                return Decoded()
             if req.queue is None:
                 rows = await Q.pop_namespace.fetch(
                     conn, namespace=req.namespace, task=req.task, consumer_group=req.group,
@@ -265,13 +225,14 @@ class Consumer:
         return decoded
 
     async def _deliverable(self, conn: Any, req: PopRequest, lease_id: Any,
-                           runs: list[tuple[str | None, Any]]) -> _Decoded:
+                           runs: Runs) -> Decoded:
         """Decode the claimed rows; dead-letter what cannot be decoded before anything is
         answered, so no claim outlives its delivery."""
-        decoded = self._decode(runs, req, "" if req.auto_ack else str(lease_id))
+        decoded = decode_claim(runs, req, "" if req.auto_ack else str(lease_id),
+                               self._cipher.decrypt)
         if decoded.bad:
             try:
-                await self._dead_letter(conn, req, lease_id, decoded)
+                decoded = await self._dead_letter(conn, req, lease_id, decoded)
             except Exception as exc:
                 # The double fault: leased messages come back when the lease expires; an
                 # autoAck cursor is already past these, so name them for the operator.
@@ -283,115 +244,26 @@ class Consumer:
                 raise
         return decoded
 
-    def _decode(self, runs: list[tuple[str | None, Any]], req: PopRequest, lease: str) -> _Decoded:
-        """The reply's messages, spliced from the claimed runs of frames."""
-        out = _Decoded(found=bool(runs))
-        messages, offsets, bad = out.messages, out.offsets, out.bad
-        with_queue = req.queue is None
-        group, decrypt = req.group, self._cipher.decrypt
-        for queue, row in runs:
-            partition_id = row["partition_id"]
-            if partition_id is None:
-                check = row["next_check_at"]
-                if check is not None and (out.next_check is None or check < out.next_check):
-                    out.next_check = check
-                continue
-            pid = str(partition_id)
-            created = wire.format_micros(row["created_at"])
-            name = row["partition_name"]
-            offset = row["first_offset"]
-            for fields in framing.fields_between(row["frames"], row["frame_ends"]):
-                if isinstance(fields, framing.Undecodable):
-                    bad.append(_Bad(partition_id, offset, fields.message_id,
-                                    fields.transaction_id, fields.reason))
-                    offset += 1
-                    continue
-                message_id, txid, trace, sub, encrypted, payload = fields
-                if encrypted:
-                    try:
-                        payload = decrypt(payload)
-                    except Exception:
-                        bad.append(_Bad(partition_id, offset, message_id, txid,
-                                        "decryption failed"))
-                        offset += 1
-                        continue
-                message: dict[str, Any] = {
-                    "id": message_id,
-                    "transactionId": txid,
-                    "traceId": trace,
-                    "data": msgspec.Raw(payload),
-                    "producerSub": sub,
-                    "createdAt": created,
-                    "partitionId": pid,
-                    "partition": name,
-                    "leaseId": lease,
-                    "consumerGroup": group,
-                }
-                if with_queue:
-                    message["queue"] = queue
-                messages.append(message)
-                offsets.append((partition_id, offset))
-                offset += 1
-        return out
-
     async def _dead_letter(self, conn: Any, req: PopRequest, lease_id: Any,
-                           decoded: _Decoded) -> None:
-        """Dead-letter the undecodable messages of one claim, for its group.
-
-        autoAck: the cursor is already past every claimed message, so each undecodable one
-        is dead-lettered and the others are delivered. With a lease, the cursor is cumulative:
-        per partition, the undecodable messages at its head are dead-lettered (the cursor moves
-        past them), the decodable run after them is delivered, and the delivery stops short of
-        the next undecodable message, which a later claim dead-letters once it is the head.
-        """
-        bad = decoded.bad
-        cuts: dict[Any, tuple[int, int]] = {}  # partition -> (new cursor, new delivered_until)
-        if not req.auto_ack:
-            claimed: dict[Any, list[tuple[int, bool]]] = {}  # partition -> (offset, decodable)
-            for pid, offset in decoded.offsets:
-                claimed.setdefault(pid, []).append((offset, True))
-            for item in bad:
-                claimed.setdefault(item.partition_id, []).append((item.offset, False))
-            for pid, run in claimed.items():
-                run.sort()
-                if all(ok for _, ok in run):
-                    continue
-                head = 0
-                while head < len(run) and not run[head][1]:
-                    head += 1
-                end = head
-                while end < len(run) and run[end][1]:
-                    end += 1
-                cursor = run[head][0] if head < len(run) else run[-1][0] + 1
-                cuts[pid] = (cursor, run[end - 1][0] + 1 if end > head else cursor)
-            bad = [item for item in bad if item.offset < cuts[item.partition_id][0]]
-            keep = [i for i, (pid, offset) in enumerate(decoded.offsets)
-                    if pid not in cuts or offset < cuts[pid][1]]
-            decoded.messages = [decoded.messages[i] for i in keep]
-            decoded.offsets = [decoded.offsets[i] for i in keep]
+                           decoded: Decoded) -> Decoded:
+        """Dead-letter the undecodable messages of one claim, for its group (which ones, and
+        what is delivered then: delivery.dead_letter_plan)."""
+        plan = dead_letter_plan(decoded.offsets, decoded.bad, auto_ack=req.auto_ack)
+        bad = plan.dead
         written = await Q.dead_letter_undecodable.fetchval(
             conn, consumer_group=req.group, lease_id=None if req.auto_ack else lease_id,
-            cut_partitions=list(cuts), cursors=[c for c, _ in cuts.values()],
-            untils=[u for _, u in cuts.values()],
+            cut_partitions=list(plan.cuts), cursors=[c.cursor for c in plan.cuts.values()],
+            untils=[c.until for c in plan.cuts.values()],
             partition_ids=[b.partition_id for b in bad], offsets=[b.offset for b in bad],
             message_ids=[b.message_id for b in bad],
             transaction_ids=[b.transaction_id for b in bad], errors=[b.reason for b in bad])
-        decoded.dead_lettered = written
         self._undecodable += written
         log.warning("claimed messages could not be decoded; dead-lettered for the group",
                     extra={"consumer_group": req.group, "count": written,
                            "reasons": sorted({b.reason for b in bad})})
+        return decoded.delivering(plan.keep, written)
 
     # -- the pop ----------------------------------------------------------------------------
-
-    def _backoff_seconds(self, empty_checks: int) -> float:
-        s = self._settings
-        ms: float
-        if empty_checks <= s.pop_wait_backoff_threshold:
-            ms = s.pop_wait_initial_interval_ms
-        else:
-            ms = s.pop_wait_initial_interval_ms * empty_checks * s.pop_wait_backoff_multiplier
-        return min(ms, s.pop_wait_max_interval_ms) / 1000
 
     def stop_waiting(self) -> None:
         """The broker is stopping: answer every parked long poll now, park no new one."""
@@ -430,13 +302,8 @@ class Consumer:
                 if now >= deadline:
                     return None
                 empty_checks += 1
-                park = self._backoff_seconds(empty_checks)
-                if decoded.next_check is not None:
-                    until = (decoded.next_check - dt.datetime.now(dt.timezone.utc)
-                             ).total_seconds()
-                    # Wake exactly at the earliest deadline; the SQL cut decides, never this
-                    # timer.
-                    park = min(park, max(until + 0.001, 0.0))
+                park = park_seconds(empty_checks, self._settings, decoded.next_check,
+                                    dt.datetime.now(dt.timezone.utc))
                 with trio.move_on_at(min(deadline, now + park)) as parked:
                     self._parked.add(parked)
                     try:
@@ -448,14 +315,14 @@ class Consumer:
         return None
 
     async def _attempt(self, req: PopRequest, gone: trio.Event
-                       ) -> tuple[Delivery | None, _Decoded]:
+                       ) -> tuple[Delivery | None, Decoded]:
         """One look: claim, decode, answer. A claim lands or fails whole: cancelling its
         caller never strands it, and one that lands after a hang-up is given back."""
         lease_id = ids.new_id()
         with trio.CancelScope(shield=True) as claiming:
             claiming.deadline = trio.current_time() + self._settings.call_deadline_seconds
             decoded = await self._claim(req, lease_id, gone)
-            delivery = self._reply(req, lease_id, decoded)
+            delivery = assemble_reply(req, lease_id, decoded)
             if delivery is not None and gone.is_set():
                 await self.release(delivery)
                 delivery = None
@@ -482,24 +349,3 @@ class Consumer:
         if scope.cancelled_caught:
             log.warning("giving back an undelivered lease timed out; it expires instead",
                         extra={"lease_id": str(delivery.lease_id)})
-
-    def _reply(self, req: PopRequest, lease_id: Any, decoded: _Decoded) -> Delivery | None:
-        messages = decoded.messages
-        if not messages:
-            return None
-        first = messages[0]
-        lease = "" if req.auto_ack else str(lease_id)
-        reply: dict[str, Any] = {
-            "success": True,
-            "queue": first.get("queue", req.queue),
-            "partition": first["partition"],
-            "partitionId": first["partitionId"],
-            "leaseId": lease,
-            "consumerGroup": req.group,
-            "messages": messages,
-            "partitionsClaimed": len({pid for pid, _ in decoded.offsets}),
-        }
-        if req.autopilot:
-            reply["autopilot"] = {"partitions": req.partitions, "batch": req.batch,
-                                  "waitMs": 0 if len(messages) else 100}
-        return Delivery(reply, None if req.auto_ack else lease_id)

@@ -1,10 +1,11 @@
 """Messages: the list (newest first, every filter), one message with its payload, delete, and
 the retry of a dead letter.
 
-A message's status: `dead_letter` when any group dead-lettered it; otherwise where its
-partition's reference group stands (queue mode when the partition has it, else the slowest
-group): `processing` under that group's live lease, `pending` at or after its cursor,
-`completed` behind it. A partition no group reads holds only pending messages.
+A message's status is decided in one place, ops/message_view.py (`message_status`, in Python;
+the queries only say where each group stands): `dead_letter` when any group dead-lettered it;
+otherwise where its partition's reference group stands (queue mode when the partition has it,
+else the slowest group): `processing` under that group's live lease, `pending` at or after its
+cursor, `completed` behind it. A partition no group reads holds only pending messages.
 
 The list walks segment headers newest first through an index (segments_time, or one
 partition's primary key): skipping `offset` messages costs index entries, not frames, and only
@@ -24,7 +25,6 @@ from typing import Any
 
 import asyncpg
 import attrs
-import msgspec
 
 from .. import wire
 from ..consume.wakeups import WakeRegistry
@@ -33,9 +33,18 @@ from ..storage import frames as framing
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
-from .resources import MAX_LIMIT, queue_row, stamp
+from .message_view import (
+    STATUSES,
+    Position,
+    lease_stamp,
+    message_reply,
+    message_status,
+    message_view,
+    mode_type,
+    reference,
+)
+from .resources import MAX_LIMIT, queue_row
 
-STATUSES = ("pending", "processing", "completed", "dead_letter")
 # Header chunks grow from this size while the page is not full.
 FIRST_CHUNK = 256
 LAST_CHUNK = 8192
@@ -93,45 +102,22 @@ def parse_list(query: Mapping[str, str], *, default_limit: int = 200,
                         start, end, page.limit, page.offset)
 
 
-@attrs.define
-class _Position:
-    group: str
-    cursor: int
-    leased_until: int | None
-    lease_expires_at: dt.datetime | None
-    retry_count: int
-
-
 class _Partitions:
     """Where every group stands on the partitions seen so far, their dead letters and their
     deleted offsets (`any_hidden`: whether any partition has deleted messages at all)."""
 
     def __init__(self, any_hidden: bool = False) -> None:
-        self.groups: dict[uuid.UUID, list[_Position]] = {}
+        self.groups: dict[uuid.UUID, list[Position]] = {}
         self.dead: dict[uuid.UUID, set[int]] = {}
         self.any_hidden = any_hidden
         self.hidden: dict[uuid.UUID, set[int]] = {}
 
-    def reference(self, pid: uuid.UUID) -> _Position | None:
-        groups = self.groups.get(pid) or []
-        for position in groups:
-            if position.group == wire.QUEUE_MODE:
-                return position
-        return min(groups, key=lambda p: (p.cursor, p.group), default=None)
+    def reference(self, pid: uuid.UUID) -> Position | None:
+        return reference(self.groups.get(pid) or [])
 
     def status(self, pid: uuid.UUID, offset: int) -> str:
-        if offset in self.dead.get(pid, ()):
-            return "dead_letter"
-        return _status_for(self.reference(pid), offset)
-
-
-def _status_for(position: _Position | None, offset: int) -> str:
-    if position is None or offset >= position.cursor:
-        if (position is not None and position.leased_until is not None
-                and offset < position.leased_until):
-            return "processing"
-        return "pending"
-    return "completed"
+        return message_status(self.reference(pid), offset,
+                              dead_lettered=offset in self.dead.get(pid, ()))
 
 
 def _ranges(headers: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, tuple[int, int]]:
@@ -165,9 +151,7 @@ async def _load(conn: asyncpg.Connection, known: _Partitions,
         for pid in fresh:
             known.groups[pid] = []
         for r in await Q.message_states.fetch(conn, partition_ids=fresh):
-            known.groups[r["partition_id"]].append(_Position(
-                r["consumer_group"], r["cursor_offset"], r["leased_until"],
-                r["lease_expires_at"], r["retry_count"]))
+            known.groups[r["partition_id"]].append(Position.from_row(r))
     if not need_dead:
         return
     ranges = _ranges(headers)
@@ -251,30 +235,28 @@ def _entry(info: Mapping[str, Any], known: _Partitions, pid: uuid.UUID, offset: 
     groups = known.groups.get(pid) or []
     queue_mode = next((g for g in groups if g.group == wire.QUEUE_MODE), None)
     named = [g for g in groups if g.group != wire.QUEUE_MODE]
-    reference = known.reference(pid)
+    standing = known.reference(pid)
     status = known.status(pid, offset)
     return {
         "id": message_id, "transactionId": txid, "partitionId": str(pid),
         "queuePath": f"{info['queue_name']}/{info['name']}", "queue": info["queue_name"],
         "partition": info["name"], "namespace": info["namespace"] or None,
         "task": info["task"] or None, "status": status,
-        "queueStatus": None if queue_mode is None else (
-            "dead_letter" if status == "dead_letter" else _status_for(queue_mode, offset)),
+        "queueStatus": None if queue_mode is None else message_status(
+            queue_mode, offset, dead_lettered=status == "dead_letter"),
         "busStatus": {"consumedBy": sum(1 for g in named if g.cursor > offset),
                       "totalGroups": len(named)},
         "traceId": trace, "producerSub": sub, "queuePriority": info["priority"],
         "createdAt": wire.format_millis(created_at),
-        "leaseExpiresAt": stamp(reference.lease_expires_at) if status == "processing"
-        and reference is not None else None,
+        "leaseExpiresAt": lease_stamp(standing, status),
     }
 
 
 async def _mode(conn: asyncpg.Connection, queue_ids: list[uuid.UUID] | None) -> dict[str, Any]:
     row = await Q.message_mode.fetchrow(conn, queue_ids=queue_ids)
     bus = int(row["bus_groups"])
-    kind = ("hybrid" if row["has_queue_mode"] and bus else "queue" if row["has_queue_mode"]
-            else "bus" if bus else "none")
-    return {"hasQueueMode": row["has_queue_mode"], "busGroupsCount": bus, "type": kind}
+    return {"hasQueueMode": row["has_queue_mode"], "busGroupsCount": bus,
+            "type": mode_type(row["has_queue_mode"], bus)}
 
 
 async def list_messages(db: Database, q: MessageQuery) -> dict[str, Any]:
@@ -348,7 +330,8 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
     pid = wire.parse_uuid(partition, "partitionId")
     txid = wire.name(transaction, "transactionId")
 
-    async def run(conn: asyncpg.Connection) -> tuple[Any, list[Any], list[Any]]:
+    async def run(conn: asyncpg.Connection
+                  ) -> tuple[asyncpg.Record | None, list[asyncpg.Record], list[asyncpg.Record]]:
         row = await Q.message_lookup.fetchrow(conn, partition_id=pid, transaction_id=txid)
         if row is None:
             return None, [], []
@@ -357,62 +340,7 @@ async def get_message(db: Database, cipher: PayloadCipher, partition: str,
                                                    message_offset=row["message_offset"]))
 
     row, states, dead = await db.call(run)
-    frame_bytes = row["frame"] if row is not None else None
-    if frame_bytes is None and dead:
-        frame_bytes = dead[0]["frame"]  # retention removed the segment; the DLQ kept a copy
-    if row is None or frame_bytes is None:
-        raise NotFound("Message not found")
-    fields = framing.read_one(frame_bytes)
-    payload, problem = cipher.read_payload(fields)
-    offset = row["message_offset"]
-    known = _Partitions()
-    known.groups[pid] = [_Position(s["consumer_group"], s["cursor_offset"], s["leased_until"],
-                                   s["lease_expires_at"], s["retry_count"]) for s in states]
-    if dead:
-        known.dead[pid] = {offset}
-    status = known.status(pid, offset)
-    reference = known.reference(pid)
-    dead_groups = {d["consumer_group"] for d in dead}
-    groups = []
-    for g in sorted(known.groups[pid], key=lambda g: g.group):
-        own = "dead_letter" if g.group in dead_groups else _status_for(g, offset)
-        groups.append({"name": g.group, "status": own,
-                       "consumed": own in ("completed", "dead_letter"),
-                       "leaseExpiresAt": stamp(g.lease_expires_at) if own == "processing"
-                       else None})
-    named = [g for g in known.groups[pid] if g.group != wire.QUEUE_MODE]
-    has_queue_mode = len(named) != len(known.groups[pid])
-    created = row["created_at"] or dead[0]["message_created_at"]
-    readable = not isinstance(fields, framing.Undecodable)
-    message_id, _txid, trace, sub, encrypted, _payload = _readable(fields)
-    return {
-        "id": message_id, "transactionId": txid,
-        "partitionId": str(pid), "queuePath": f"{row['queue_name']}/{row['partition_name']}",
-        "queue": row["queue_name"], "partition": row["partition_name"],
-        "namespace": row["namespace"] or None, "task": row["task"] or None,
-        "status": status,
-        "payload": None if payload is None else msgspec.Raw(payload), "payloadError": problem,
-        "isEncrypted": encrypted if readable else None,
-        "traceId": trace, "producerSub": sub, "createdAt": wire.format_millis(created),
-        "errorMessage": dead[0]["error_message"] if dead else None,
-        "retryCount": (dead[0]["retry_count"] if dead else
-                       reference.retry_count if reference is not None
-                       and reference.cursor == offset else None),
-        "leaseExpiresAt": stamp(reference.lease_expires_at) if status == "processing"
-        and reference is not None else None,
-        "queueConfig": {"leaseTime": row["lease_time"], "retryLimit": row["retry_limit"],
-                        "retryDelay": row["retry_delay"], "ttl": row["ttl"],
-                        "priority": row["priority"]},
-        "mode": {"hasQueueMode": has_queue_mode, "busGroupsCount": len(named),
-                 "consumedByGroups": sum(1 for g in groups if g["consumed"]
-                                         and g["name"] != wire.QUEUE_MODE),
-                 "type": ("hybrid" if has_queue_mode and named else "queue" if has_queue_mode
-                          else "bus" if named else "none")},
-        "consumerGroups": groups,
-        "deadLetters": [{"consumerGroup": d["consumer_group"], "errorMessage": d["error_message"],
-                         "retryCount": d["retry_count"], "failedAt": stamp(d["failed_at"])}
-                        for d in dead],
-    }
+    return message_reply(message_view(row, states, dead, cipher, txid))
 
 
 async def queue_messages(db: Database, name: str, query: Mapping[str, str]) -> list[Any]:

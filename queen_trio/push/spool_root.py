@@ -19,6 +19,7 @@ import logging
 import os
 import struct
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import IO
 import attrs
 
 from ..errors import ConfigError
+from .spool_codec import SpoolRecord, read_records
 
 log = logging.getLogger("queen_trio.spool")
 
@@ -35,6 +37,8 @@ FAILED = "failed"
 WORKER_PREFIX = "worker-"
 # A dead supervisor's workers exit within 2 s: wait that long for their directories.
 ORPHAN_WAIT_SECONDS = 3.0
+# Marker paths a worker keeps computed (one per partition pushed to).
+MARKER_PATHS_KEPT = 100_000
 
 
 def worker_directory(root: Path, index: int) -> Path:
@@ -59,6 +63,11 @@ def spool_files(directory: Path) -> list[Path]:
 
 def sequence_of(path: Path) -> int:
     return int(path.stem.split("-")[1])
+
+
+def file_name(sequence: int) -> str:
+    """The name of a directory's spool file number `sequence` (its place in replay order)."""
+    return f"spool-{sequence:012d}.log"
 
 
 def lock_directory(directory: Path, *, wait: float = 0.0) -> IO[str] | None:
@@ -115,7 +124,7 @@ def _move_files(source: Path, into: Path) -> int:
     for sub in ("", FAILED):
         for path in spool_files(source / sub):
             sequence += 1
-            target = into / sub / f"spool-{sequence:012d}.log"
+            target = into / sub / file_name(sequence)
             os.replace(path, target)
             reason = path.with_suffix(".reason")
             if reason.exists():
@@ -123,15 +132,15 @@ def _move_files(source: Path, into: Path) -> int:
             moved += 1
     if moved:
         for folder in (source, source / FAILED, into, into / FAILED):
-            _fsync_directory(folder)
+            if folder.is_dir():
+                fsync_directory(folder)
         log.warning("adopted spool files that no live broker held; they will replay",
                     extra={"files": moved, "from": str(source), "into": str(into)})
     return moved
 
 
-def _fsync_directory(path: Path) -> None:
-    if not path.is_dir():
-        return
+def fsync_directory(path: Path) -> None:
+    """Make a directory's entries (a file created, moved or removed) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -153,6 +162,17 @@ def claim_root(root: Path, *, workers: int) -> Iterator[None]:
         yield
     finally:
         lock.close()
+
+
+@contextmanager
+def claim_spool_root(root: Path, *, workers: int) -> Iterator[None]:
+    """A supervisor's hold on the spool root for its workers (claim_root), and the held
+    markers of every partition spooled in any directory, made before a worker starts."""
+    with claim_root(root, workers=workers):
+        keys = {(r.queue, r.partition) for d in directories(root) for path in spool_files(d)
+                for r in read_records(path)}
+        mark_held(root, keys)
+        yield
 
 
 # -- held markers: which partitions have spooled records, in any directory -----------------
@@ -178,6 +198,24 @@ def marker_path(root: Path, queue: str, partition: str) -> Path:
 def is_held(root: Path, queue: str, partition: str) -> bool:
     """A stat of the marker (a cached negative lookup once nothing is held): no file opened."""
     return os.path.exists(marker_path(root, queue, partition))
+
+
+class HeldLookup:
+    """`is_held` for a push's every group: the marker paths kept computed (a digest each)."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._paths: dict[tuple[str, str], str] = {}
+
+    def __call__(self, queue: str, partition: str) -> bool:
+        key = (queue, partition)
+        path = self._paths.get(key)
+        if path is None:
+            if len(self._paths) >= MARKER_PATHS_KEPT:
+                self._paths.clear()
+            path = self._paths[key] = str(marker_path(self._root, queue, partition))
+        # A stat (a cached negative lookup once nothing is held): no file opened.
+        return os.path.exists(path)
 
 
 @attrs.define
@@ -243,6 +281,23 @@ def lock_markers(paths: list[Path]) -> list[Marker]:
             marker.release()
         raise
     return held
+
+
+def stamp_records(root: Path, records: list[SpoolRecord]) -> list[Marker]:
+    """Lock the records' partitions' markers and stamp the records, in order; the markers,
+    held until `release_markers`."""
+    paths = [marker_path(root, r.queue, r.partition) for r in records]
+    markers = lock_markers(paths)
+    by_path = {m.path: m for m in markers}
+    stamps = {path: iter(by_path[path].next_stamps(n)) for path, n in Counter(paths).items()}
+    for record, path in zip(records, paths, strict=True):
+        record.stamp = next(stamps[path])
+    return markers
+
+
+def release_markers(markers: list[Marker]) -> None:
+    for marker in markers:
+        marker.release()
 
 
 def mark_held(root: Path, keys: set[tuple[str, str]], stamp: int = 0) -> None:
