@@ -87,6 +87,20 @@ def parse_log_format(name: str, raw: str) -> str:
     return form
 
 
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s]+")
+
+
+def parse_origins(name: str, raw: str) -> tuple[str, ...]:
+    """Web origins, comma-separated: `scheme://host[:port]` as a browser sends it in `Origin`
+    (no path, no trailing slash, which would never match), or `*`."""
+    origins = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise ConfigError(f"{name}: {origin!r} is not an origin: use scheme://host[:port] "
+                              "with no path (https://app.example.com), or *")
+    return origins
+
+
 def parse_public_key(name: str, raw: str) -> str:
     """A PEM key given as itself, or as the path of a file holding it (read once, here)."""
     if raw.lstrip().startswith("-----BEGIN"):
@@ -509,7 +523,11 @@ class Settings:
 
     # Listening, the data directory and the database.
     host: str = setting(
-        "0.0.0.0", env="HOST", flag="--host", metavar="ADDRESS", doc="listen address")
+        "127.0.0.1", env="HOST", flag="--host", metavar="ADDRESS",
+        doc="listen address: loopback unless told otherwise, as PostgreSQL and Redis do. "
+            "`0.0.0.0` (or a host's address) opens the port to the network; with "
+            "authentication off the broker then warns at start "
+            "([self-hosting.md](self-hosting.md#exposure-limits-and-overload))")
     port: int = setting(
         6632, env="PORT", flag="--port", metavar="PORT",
         check=between(1, 65535), doc="listen port")
@@ -569,6 +587,12 @@ class Settings:
         doc="open HTTP connections; past it the broker stops accepting, so new clients wait in "
             "the listen backlog (1024), and logs `connection limit reached` at most once a "
             "minute")
+    cors_origins: tuple[str, ...] = setting(
+        (), env="QUEEN_CORS_ORIGINS", parse=parse_origins, shown="unset: no origin",
+        doc="web origins whose pages may call the API from a browser, comma-separated "
+            "(`https://app.example.com,http://localhost:3000`), or `*` for any. Only they get "
+            "the CORS headers and an `OPTIONS` answer that allows them; the dashboard is "
+            "same-origin and needs none")
     encryption_key: str | None = setting(
         None, env="QUEEN_ENCRYPTION_KEY",
         doc="AES-256-GCM key, 64 hex characters. A malformed key logs one warning at start; a "

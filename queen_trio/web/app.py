@@ -19,7 +19,7 @@ from ..broker import Broker
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
 from .access import access_log, log_request
 from .auth import Authenticator
-from .http import CORS_HEADERS, HTTPError, Response, error_response
+from .http import HTTPError, Response, cors_headers, error_response
 from .request import Request
 from .router import Handler, Route, Router
 
@@ -51,8 +51,10 @@ class App:
     builds it; each route's handler is called with `broker`."""
 
     def __init__(self, router: Router, broker: Broker, auth: Authenticator, *,
-                 max_body_bytes: int, observe: Observer | None = None) -> None:
+                 max_body_bytes: int, cors_origins: tuple[str, ...] = (),
+                 observe: Observer | None = None) -> None:
         self.router = router
+        self.cors_origins = cors_origins
         self.broker = broker
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -77,6 +79,8 @@ class App:
         response = await self._respond_once(scope, receive, gone, self._resolve(scope))
         if response is None:
             return  # the client hung up: nobody to answer
+        origin = next((v for k, v in scope["headers"] if k == b"origin"), None)
+        response.headers.extend(cors_headers(self.cors_origins, origin))
         await self._send(send, response, gone)
         seconds = time.perf_counter() - started
         if self.observe is not None:
@@ -129,8 +133,8 @@ class App:
     async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
                        resolved: tuple[Route, dict[str, str]] | HTTPError | None) -> Response:
         method = scope["method"]
-        if resolved is None:
-            return Response(204, b"", list(CORS_HEADERS))
+        if resolved is None:  # a preflight: the CORS headers, if any, are the answer
+            return Response(204, b"", [])
         path = _path(scope)
         try:
             if isinstance(resolved, HTTPError):

@@ -133,9 +133,10 @@ class RunningBroker:
 
 @asynccontextmanager
 async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
-                         workers: int = 1) -> AsyncIterator[RunningBroker]:
+                         workers: int = 1, host: str | None = "127.0.0.1"
+                         ) -> AsyncIterator[RunningBroker]:
     """A broker process, healthy (every worker serving); stopped with SIGTERM (then SIGKILL)
-    on the way out."""
+    on the way out. `host=None` gives it no `--host`: it listens where its default says."""
     port = free_port()
     fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
     extra = []
@@ -144,8 +145,8 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
         base = free_ports(workers)
         extra = ["--worker-ports", str(base)]
         worker_urls = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
-    cmd = serve_command("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-                        *extra, *(args or []))
+    cmd = serve_command(*(["--host", host] if host is not None else []), "--port", str(port),
+                        "--workers", str(workers), *extra, *(args or []))
     try:
         proc = subprocess.Popen(cmd, env=broker_env(env), stdout=fd, stderr=subprocess.STDOUT)
     finally:
