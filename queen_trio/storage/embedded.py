@@ -111,12 +111,22 @@ def _is_postgres(pid: int) -> bool:
         return True
 
 
-def _grant_traverse(path: Path) -> None:
-    """Let the cluster's user reach `path`: o+x on every ancestor, o+rx inside."""
+def grant_traverse(path: Path) -> list[Path]:
+    """Let the cluster's user (under root, another user) reach `path`: o+x on `path` and
+    every ancestor that lacks it. Never silently: each directory changed is logged with its
+    old and new mode (a 0700 home becomes passable to every user, though still unreadable).
+    Returns the directories changed."""
+    changed = []
     for prefix in [path, *path.parents]:
-        mode = prefix.stat().st_mode
+        mode = stat.S_IMODE(prefix.stat().st_mode)
         if not mode & stat.S_IXOTH:
             prefix.chmod(mode | stat.S_IXOTH)
+            log.warning("directory made traversable by other users, so that the embedded "
+                        f"PostgreSQL's user ({SYSTEM_USER}) can reach its files",
+                        extra={"directory": str(prefix), "old_mode": f"{mode:04o}",
+                               "new_mode": f"{mode | stat.S_IXOTH:04o}"})
+            changed.append(prefix)
+    return changed
 
 
 class EmbeddedPostgres:
@@ -237,8 +247,8 @@ class EmbeddedPostgres:
                 capture_output=True,
             )
         entry = pwd.getpwnam(self._run_as)
-        _grant_traverse(self.bin_dir)
-        _grant_traverse(self.data_dir)
+        grant_traverse(self.bin_dir)
+        grant_traverse(self.data_dir)
         self.pgdata.mkdir(exist_ok=True)
         os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self.pgdata.chmod(0o700)
