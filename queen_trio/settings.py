@@ -543,6 +543,11 @@ class Settings:
         shown="unset: the embedded PostgreSQL",
         doc="external PostgreSQL, `postgresql://...`; the `PG_*` variables build one when "
             "`DATABASE_URL` is unset")
+    require_database: bool = setting(
+        False, env="QUEEN_REQUIRE_DATABASE", flag="--require-database",
+        doc="exit 2 at start, with the line that names the host, the port and the error, when "
+            "the database cannot be reached. Off: the broker starts anyway, spools pushes and "
+            "says so every 30 s until the database answers")
     db_pool_size: int = setting(
         20, env="DB_POOL_SIZE", check=at_least(2),
         doc="maximum connections in the pool, which opens them on demand (it keeps none open "

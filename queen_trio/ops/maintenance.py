@@ -15,7 +15,7 @@ import attrs
 import trio
 
 from ..logs import Throttle
-from ..storage.database import Database
+from ..storage.database import Database, is_connection_failure
 from ..storage.sql import Q
 
 log = logging.getLogger("queen_trio.maintenance")
@@ -108,7 +108,8 @@ class PeriodicService:
             try:
                 await self.run_pass()
             except Exception as exc:  # the broker keeps serving
-                held = self._throttle.admit()
+                # An unreachable database is said once, by the database (no traceback).
+                held = None if is_connection_failure(exc) else self._throttle.admit()
                 if held is not None:
                     log.warning(f"{self.name} failed", exc_info=True,
                                 extra={"error": str(exc), "failures_held_back": held})

@@ -25,7 +25,7 @@ import trio
 
 from .. import wire
 from ..logs import Throttle
-from ..storage.database import Database
+from ..storage.database import Database, is_connection_failure
 from ..storage.sql import Q
 from .activity import QueueActivity
 from .maintenance import PeriodicService, run_exclusive
@@ -111,7 +111,8 @@ class StatsSampler:
                 try:
                     await self.sample_now()
                 except Exception as exc:  # the broker keeps serving; the next turn retries
-                    held = self._throttle.admit()
+                    # An unreachable database is said once, by the database (no traceback).
+                    held = None if is_connection_failure(exc) else self._throttle.admit()
                     if held is not None:
                         log.warning("stats sample failed", exc_info=True,
                                     extra={"error": str(exc), "failures_held_back": held})

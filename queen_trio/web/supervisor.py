@@ -109,8 +109,8 @@ async def _migrate_once(url: str) -> bool:
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
-            log.warning("database unreachable at start; workers will migrate once it answers",
-                        extra={"error": str(exc)})
+            # Each worker says so (host, port, error) and migrates once it answers.
+            log.debug("database unreachable at start", extra={"error": str(exc)})
             return False
     if applied:
         log.info("migrations applied", extra={"versions": applied})
