@@ -16,7 +16,7 @@ __all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Settings", "pa
 
 # JWT algorithms the broker verifies; `auto` picks one by the token's header.
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
-# The access levels a token's role maps to (DECISIONS: Auth).
+# The access levels a token's role maps to (docs/decisions.md#auth).
 ROLES = ("write-only", "read-only", "read-write", "admin")
 
 
@@ -66,7 +66,7 @@ def _usable(algorithm: str, pem: str) -> bool:
 
 @attrs.frozen
 class AuthSettings:
-    """JWT authentication (DECISIONS: Auth; docs/self-hosting.md). Off by default."""
+    """JWT authentication (docs/decisions.md#auth; docs/self-hosting.md). Off by default."""
 
     enabled: bool = False
     algorithm: str = "HS256"

@@ -1,4 +1,5 @@
-"""The spool: pushes that survive a database outage and replay exactly once (DECISIONS: Spool).
+"""The spool: pushes that survive a database outage and replay exactly once
+(docs/decisions.md#spool).
 
 While the database is unreachable, push groups are appended to a file under FILE_BUFFER_DIR
 and fsynced before `buffered` is answered. Each record carries everything its frame needs:
@@ -606,7 +607,7 @@ async def _replay_chunk(db: Database, queues: Queues, cipher: PayloadCipher,
             packed = PackedGroup(group, facts.encryption_enabled, facts.dedup, items,
                                  packed_frames)
             segment = Segment.fuse([packed])
-            # Replay bypasses maxSize (DECISIONS: Spool): what was accepted must land.
+            # Replay bypasses maxSize (docs/decisions.md#replay): what was accepted must land.
             await commit_bundle(conn, [segment], check_max_size=False)
             if segment.outcome is Outcome.STALE:
                 raise DatabaseUnavailable("queue changed during replay; retrying")

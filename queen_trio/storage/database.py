@@ -44,7 +44,7 @@ UNHELD_CONNECTIONS = 2
 
 
 # SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
-# statement is wrong" (DECISIONS: Spool).
+# statement is wrong" (docs/decisions.md#what-spools).
 _UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
 
 

@@ -76,8 +76,8 @@ def load_assets() -> dict[str, Asset]:
 
 def add_dashboard_routes(router: Router) -> None:
     """The page at `/`, `/dashboard` and `/dashboard/`, its files under `/dashboard/` (and the
-    icon at `/favicon.ico`): public
-    (DECISIONS: Auth), since the pages hold no data; they ask for a token when the API does."""
+    icon at `/favicon.ico`): public (docs/decisions.md#auth), since the pages hold no data;
+    they ask for a token when the API does."""
     assets = load_assets()
     index = assets[INDEX]
 
