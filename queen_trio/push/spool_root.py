@@ -175,11 +175,6 @@ def marker_path(root: Path, queue: str, partition: str) -> Path:
     return root / HELD / digest
 
 
-def is_held(root: Path, queue: str, partition: str) -> bool:
-    """A stat of the marker (a cached negative lookup once nothing is held): no file opened."""
-    return os.path.exists(marker_path(root, queue, partition))
-
-
 @attrs.define
 class Marker:
     """A held marker, locked (exclusively) until `release`."""
