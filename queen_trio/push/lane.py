@@ -93,7 +93,7 @@ class ShardCommitter:
         self._tick = tick_seconds
         self._send, self._receive = trio.open_memory_channel[Segment](math.inf)
 
-    def submit(self, segment: Segment) -> None:
+    def submit_nowait(self, segment: Segment) -> None:
         self._send.send_nowait(segment)
 
     def close(self) -> None:
@@ -105,7 +105,7 @@ class ShardCommitter:
             while True:
                 bundle = _drain(self._receive)
                 if not bundle:
-                    waited = await self._wait(ticking, hold)
+                    waited = await self._next_segments(ticking, hold)
                     if waited is None:
                         return
                     ticking = bool(waited)
@@ -124,7 +124,7 @@ class ShardCommitter:
                             seg.finish(Outcome.UNAVAILABLE, str(DatabaseUnavailable(
                                 "the commit took longer than its deadline")))
 
-    async def _wait(self, ticking: bool, hold: Hold) -> list[Segment] | None:
+    async def _next_segments(self, ticking: bool, hold: Hold) -> list[Segment] | None:
         """The next segment; none when the backstop tick found none; None once closed.
 
         The backstop tick is a periodic re-check after activity, never a reason to wait for
@@ -237,7 +237,7 @@ class PartitionFlusher:
             # Every item was a duplicate of an earlier one in the same segment.
             segment.finish(Outcome.QUEUED)
             return
-        self._shard.submit(segment)
+        self._shard.submit_nowait(segment)
         await segment.done.wait()
 
 
@@ -294,7 +294,7 @@ class PushLane:
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
-    def submit(self, packed: PackedGroup) -> None:
+    def submit_nowait(self, packed: PackedGroup) -> None:
         """Hand a group to its partition's flusher; wait on `packed.done` for the outcome."""
         if self._closing.is_set() or self._nursery is None:
             raise LaneClosed("the broker is shutting down")
