@@ -7,7 +7,7 @@ A flusher keeps at most one flush in flight for its partition: idle, it dispatch
 arrival; while a flush is in flight, newly arrived groups wait in its channel and are fused into
 the next segment. A shard committer keeps one bundle in flight and bundles every segment that is
 ready when it dispatches. Nothing waits on a timer: the backstop tick only re-checks. A busy
-shard holds its database connection from one bundle to the next (storage/database.py), and
+shard holds its database connection from one bundle to the next (storage/holding.py), and
 gives it back once idle.
 
 Every task lives in the lane's nurseries. A request that is cancelled never cancels a flush: its
@@ -26,14 +26,8 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable
-from ..storage.database import (
-    Hold,
-    HoldFactory,
-    is_connection_failure,
-    is_overload,
-    no_hold,
-    receive_or_let_go,
-)
+from ..storage.database import is_connection_failure, is_overload
+from ..storage.holding import Hold, HoldFactory, no_hold, receive_or_let_go
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
 
@@ -115,8 +109,7 @@ class ShardCommitter:
                 # A started flush is never cancelled: it lands or fails whole, within its
                 # deadline. Past it the outcome is unknown: the spool takes the segments, and
                 # its replay finds what did land (push/spool.py).
-                with trio.CancelScope(shield=True) as scope:
-                    scope.deadline = trio.current_time() + self._deadline
+                with trio.move_on_after(self._deadline, shield=True) as scope:
                     await self._commit(bundle)
                 if scope.cancelled_caught:
                     for seg in bundle:

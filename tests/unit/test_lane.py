@@ -13,7 +13,7 @@ import trio.testing
 
 from queen_trio.push.lane import LaneClosed, LaneStatistics, PushLane
 from queen_trio.push.outcome import Outcome
-from queen_trio.storage.database import HOLD_IDLE_SECONDS
+from queen_trio.storage.holding import HOLD_IDLE_SECONDS
 from tests.support.holds import FakeHold
 from tests.support.lanes import FakePushBundle, packed_group, running_lane
 
