@@ -27,7 +27,7 @@ __all__ = ["ALGORITHMS", "ROLES", "AuthSettings", "ConfigError", "Setting", "Set
 
 # JWT algorithms the broker verifies; `auto` picks one by the token's header.
 ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
-# The access levels a token's role maps to (DECISIONS: Auth), and the variable naming the
+# The access levels a token's role maps to (docs/decisions.md#auth), and the variable naming the
 # role that grants each.
 ROLES = ("write-only", "read-only", "read-write", "admin")
 ROLE_VARIABLES = {level: "JWT_ROLE_" + level.upper().replace("-", "_") for level in ROLES}
@@ -330,7 +330,7 @@ def read_role_names(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
 
 @attrs.frozen
 class AuthSettings:
-    """JWT authentication (DECISIONS: Auth; docs/self-hosting.md). Off by default."""
+    """JWT authentication (docs/decisions.md#auth; docs/self-hosting.md). Off by default."""
 
     enabled: bool = setting(
         False, env="JWT_ENABLED",

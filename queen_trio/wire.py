@@ -1,5 +1,5 @@
 """Request parsing shared by every route: strict JSON, query parameters, ids, names, groups,
-timestamps and pagination, and the timestamp formats replies use (DECISIONS: Wire).
+timestamps and pagination, and the timestamp formats replies use (docs/decisions.md#wire).
 
 Everything here raises `errors.BadRequest` with a message that names the field.
 """
@@ -142,7 +142,7 @@ def parse_uuid(value: Any, label: str) -> uuid.UUID:
 
 
 def consumer_group(value: Any, where: str = "") -> str:
-    """`consumerGroup`: absent, null or empty is queue mode (DECISIONS: Wire)."""
+    """`consumerGroup`: absent, null or empty is queue mode (docs/decisions.md#queue-mode)."""
     if value is None or value == "":
         return QUEUE_MODE
     if not isinstance(value, str):

@@ -19,7 +19,7 @@ async def read_dead_letters(db: Database, cipher: PayloadCipher,
                             query: dict[str, str]) -> dict[str, Any]:
     queue = query.get("queue") or None
     group = query.get("consumerGroup")
-    # Absent: every group; empty: queue mode (DECISIONS: Wire).
+    # Absent: every group; empty: queue mode (docs/decisions.md#queue-mode).
     group = None if group is None else wire.consumer_group(group)
     page = wire.pagination(query, default_limit=100, max_limit=10_000)
 

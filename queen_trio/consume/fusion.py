@@ -4,7 +4,7 @@ The push lane's rule, for the other hot paths (acks, pops): a call dispatches at
 none is in flight, so a lone request costs one crossing and one round trip; under load, one
 crossing serves many requests. A fused call that fails for a reason other than the
 connection is split, so only the bad request fails. A busy caller holds its database
-connection from one call to the next (storage/database.py), and gives it back once idle.
+connection from one call to the next (storage/holding.py), and gives it back once idle.
 """
 
 from __future__ import annotations
@@ -17,14 +17,8 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable, Overloaded
-from ..storage.database import (
-    Hold,
-    HoldFactory,
-    is_connection_failure,
-    is_overload,
-    no_hold,
-    receive_or_let_go,
-)
+from ..storage.database import is_connection_failure, is_overload
+from ..storage.holding import Hold, HoldFactory, no_hold, receive_or_let_go
 
 # Requests that may wait for the next call of one fusion; past it a request is refused (503).
 MAX_WAITING = 10_000
@@ -109,8 +103,7 @@ class CallFusion(Generic[R]):
             except trio.WouldBlock:
                 break
         # A started call is never cancelled: it lands or fails whole, within its deadline.
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + self._deadline
+        with trio.move_on_after(self._deadline, shield=True) as scope:
             await self.dispatch(batch)
         if scope.cancelled_caught:
             for request in batch:

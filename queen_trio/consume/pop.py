@@ -67,7 +67,7 @@ def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = 
     partitions_given = "partitions" in query
     partitions = query_int(query, "partitions", 1, minimum=1, maximum=MAX_PARTITIONS)
     if autopilot:
-        # The broker sizes what the client left out (DECISIONS: autopilot).
+        # The broker sizes what the client left out (docs/decisions.md#batch-size-and-autopilot).
         if not batch_given:
             batch = 100
         if not partitions_given and partition is None:

@@ -1,7 +1,7 @@
 """Consumer groups: listings, lag, delete, subscription start, and seek (the operator's rewind).
 
 A group's figures come from its cursors and partitions' offsets (queen.group_figures). A seek
-moves a group's existing cursors only (DECISIONS: Ack, retries, DLQ), releases its leases, so a
+moves a group's existing cursors only (docs/decisions.md#seek), releases its leases, so a
 late ack under them is refused, and resets its retry counters.
 """
 

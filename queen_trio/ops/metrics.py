@@ -192,15 +192,13 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     g("queen_worker_info", "The broker process behind a worker_id (always 1).", 1,
       hostname=ident.hostname, pid=str(ident.pid), version=__version__)
     g("queen_uptime_seconds", "Seconds since the broker process started.", f.uptime)
-    c("queen_process_cpu_seconds_total", "CPU time used by the process.", f.cpu_user,
-      mode="user")
-    c("queen_process_cpu_seconds_total", "CPU time used by the process.", f.cpu_system,
-      mode="system")
+    for mode, seconds in (("user", f.cpu_user), ("system", f.cpu_system)):
+        c("queen_process_cpu_seconds_total", "CPU time used by the process.", seconds,
+          mode=mode)
     g("queen_process_resident_memory_bytes", "Resident memory of the process.", f.rss_bytes)
-    g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
-      "sample.", f.loop_lag.maximum, stat="max")
-    g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
-      "sample.", f.loop_lag.average, stat="avg")
+    for stat, lag in (("max", f.loop_lag.maximum), ("avg", f.loop_lag.average)):
+        g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
+          "sample.", lag, stat=stat)
 
     db = f.database
     g("queen_db_pool_max", "Connections the pool may open (DB_POOL_SIZE).", f.pool_max)

@@ -31,7 +31,7 @@ class PackedGroup:
 
     group: Group
     # What the broker assumed about the queue when packing; push_bundle checks both.
-    encrypted_assumed: bool
+    encryption_assumed: bool
     dedup: bool
     # The items that carry a frame (within-request duplicates carry none), in order.
     writers: list[PushItem]
@@ -42,7 +42,7 @@ class PackedGroup:
 
     @property
     def assumptions(self) -> tuple[bool, bool]:
-        return (self.encrypted_assumed, self.dedup)
+        return (self.encryption_assumed, self.dedup)
 
     @property
     def nbytes(self) -> int:
@@ -72,7 +72,7 @@ class Segment:
 
     queue: str
     partition: str
-    encrypted_assumed: bool
+    encryption_assumed: bool
     dedup: bool
     groups: list[PackedGroup]
     writers: list[PushItem] = attrs.Factory(list)
@@ -87,7 +87,7 @@ class Segment:
         """Groups packed under the same assumptions; a transaction id that two of them carry
         is written once, by the earlier request."""
         first = groups[0]
-        seg = cls(first.group.queue, first.group.partition, first.encrypted_assumed,
+        seg = cls(first.group.queue, first.group.partition, first.encryption_assumed,
                   first.dedup, groups)
         if len(groups) == 1:
             items, frames_ = list(first.writers), list(first.frames)
@@ -124,7 +124,7 @@ def bundle_arguments(segments: list[Segment], *, check_max_size: bool) -> dict[s
     return {
         "queues": [s.queue for s in segments],
         "partitions": [s.partition for s in segments],
-        "encrypted": [s.encrypted_assumed for s in segments],
+        "encrypted": [s.encryption_assumed for s in segments],
         "dedup": [s.dedup for s in segments],
         "counts": [len(s.writers) for s in segments],
         "frames": [b"".join(s.frames) for s in segments],

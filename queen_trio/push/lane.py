@@ -7,7 +7,7 @@ A flusher keeps at most one flush in flight for its partition: idle, it dispatch
 arrival; while a flush is in flight, newly arrived groups wait in its channel and are fused into
 the next segment. A shard committer keeps one bundle in flight and bundles every segment that is
 ready when it dispatches. Nothing waits on a timer: the backstop tick only re-checks. A busy
-shard holds its database connection from one bundle to the next (storage/database.py), and
+shard holds its database connection from one bundle to the next (storage/holding.py), and
 gives it back once idle.
 
 Every task lives in the lane's nurseries. A request that is cancelled never cancels a flush: its
@@ -26,14 +26,8 @@ import attrs
 import trio
 
 from ..errors import DatabaseUnavailable
-from ..storage.database import (
-    Hold,
-    HoldFactory,
-    is_connection_failure,
-    is_overload,
-    no_hold,
-    receive_or_let_go,
-)
+from ..storage.database import is_connection_failure, is_overload
+from ..storage.holding import Hold, HoldFactory, no_hold, receive_or_let_go
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
 
@@ -93,7 +87,7 @@ class ShardCommitter:
         self._tick = tick_seconds
         self._send, self._receive = trio.open_memory_channel[Segment](math.inf)
 
-    def submit(self, segment: Segment) -> None:
+    def submit_nowait(self, segment: Segment) -> None:
         self._send.send_nowait(segment)
 
     def close(self) -> None:
@@ -105,7 +99,7 @@ class ShardCommitter:
             while True:
                 bundle = _drain(self._receive)
                 if not bundle:
-                    waited = await self._wait(ticking, hold)
+                    waited = await self._next_segments(ticking, hold)
                     if waited is None:
                         return
                     ticking = bool(waited)
@@ -115,8 +109,7 @@ class ShardCommitter:
                 # A started flush is never cancelled: it lands or fails whole, within its
                 # deadline. Past it the outcome is unknown: the spool takes the segments, and
                 # its replay finds what did land (push/spool.py).
-                with trio.CancelScope(shield=True) as scope:
-                    scope.deadline = trio.current_time() + self._deadline
+                with trio.move_on_after(self._deadline, shield=True) as scope:
                     await self._commit(bundle)
                 if scope.cancelled_caught:
                     for seg in bundle:
@@ -124,7 +117,7 @@ class ShardCommitter:
                             seg.finish(Outcome.UNAVAILABLE, str(DatabaseUnavailable(
                                 "the commit took longer than its deadline")))
 
-    async def _wait(self, ticking: bool, hold: Hold) -> list[Segment] | None:
+    async def _next_segments(self, ticking: bool, hold: Hold) -> list[Segment] | None:
         """The next segment; none when the backstop tick found none; None once closed.
 
         The backstop tick is a periodic re-check after activity, never a reason to wait for
@@ -237,7 +230,7 @@ class PartitionFlusher:
             # Every item was a duplicate of an earlier one in the same segment.
             segment.finish(Outcome.QUEUED)
             return
-        self._shard.submit(segment)
+        self._shard.submit_nowait(segment)
         await segment.done.wait()
 
 
@@ -294,7 +287,7 @@ class PushLane:
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
-    def submit(self, packed: PackedGroup) -> None:
+    def submit_nowait(self, packed: PackedGroup) -> None:
         """Hand a group to its partition's flusher; wait on `packed.done` for the outcome."""
         if self._closing.is_set() or self._nursery is None:
             raise LaneClosed("the broker is shutting down")

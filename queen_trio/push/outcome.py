@@ -1,7 +1,7 @@
 """One vocabulary for what happened to a push item, a packed group and a segment.
 
 The same `Outcome` travels from parsing (PENDING) through the lane and the spool to the reply,
-where `wire` says what the producer sees (DECISIONS: Push).
+where `wire` says what the producer sees (docs/decisions.md#item-statuses).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Outcome(enum.Enum):
 def http_status(outcomes: Iterable[Outcome]) -> int:
     """201 when nothing failed; 429 when only full queues did; 503 when the database is
     unreachable or the broker overloaded (and nothing worse failed); 500 otherwise
-    (DECISIONS: Push)."""
+    (docs/decisions.md#item-statuses)."""
     seen = set(outcomes)
     if seen & {Outcome.FAILED, Outcome.STALE, Outcome.PENDING}:
         return 500

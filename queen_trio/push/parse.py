@@ -84,7 +84,8 @@ def _parse_item(index: int, item: _WireItem) -> PushItem:
         index=index,
         queue=queue,
         partition=partition,
-        # A generated transaction id is the message's own id (DECISIONS).
+        # A generated transaction id is the message's own id
+        # (docs/decisions.md#generated-transaction-ids).
         transaction_id=txid if txid is not None else str(message_id),
         payload=bytes(item.payload),
         message_id=message_id,

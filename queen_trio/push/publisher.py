@@ -54,7 +54,7 @@ class Publisher:
             for group in pending:
                 packed = self.pack(group, producer_sub)
                 try:
-                    self._lane.submit(packed)
+                    self._lane.submit_nowait(packed)
                 except LaneClosed as exc:
                     for item in packed.writers:
                         item.settle(Outcome.UNAVAILABLE, str(exc))

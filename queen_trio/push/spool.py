@@ -1,4 +1,5 @@
-"""The spool: pushes that survive a database outage and replay exactly once (DECISIONS: Spool).
+"""The spool: pushes that survive a database outage and replay exactly once
+(docs/decisions.md#spool).
 
 While the database is unreachable, push groups are appended to a file under FILE_BUFFER_DIR
 and fsynced before `buffered` is answered. Each record carries everything its frame needs:

@@ -1,4 +1,4 @@
-"""Replay: draining sealed spool files through the push path (DECISIONS: Spool).
+"""Replay: draining sealed spool files through the push path (docs/decisions.md#replay).
 
 Files go oldest first. For each partition of a file the replayer takes the partition's held
 marker, gathers its records from every directory under the root, lands them in stamp order
@@ -286,7 +286,7 @@ async def land_chunk(db: Database, queues: Queues, cipher: PayloadCipher,
             packed = PackedGroup(group, facts.encryption_enabled, facts.dedup, items,
                                  packed_frames)
             segment = Segment.fuse([packed])
-            # Replay bypasses maxSize (DECISIONS: Spool): what was accepted must land.
+            # Replay bypasses maxSize (docs/decisions.md#replay): what was accepted must land.
             await commit_bundle(conn, [segment], check_max_size=False)
             if segment.outcome is Outcome.STALE:
                 raise DatabaseUnavailable("queue changed during replay; retrying")

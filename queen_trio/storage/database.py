@@ -20,9 +20,9 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
@@ -32,6 +32,7 @@ import trio_asyncio
 
 from ..errors import ConfigError, DatabaseUnavailable, Overloaded
 from ..logs import Throttle
+from .holding import Hold
 from .schema import migrate
 from .sql import Q, Query
 
@@ -39,15 +40,13 @@ log = logging.getLogger("queen_trio.database")
 
 T = TypeVar("T")
 
-# A holder that made no call for this long gives its connection back (see `Database.holding`).
-HOLD_IDLE_SECONDS = 0.1
 # Pool connections that are never held, so every other call (a first pop, maintenance, the
 # operations routes) still finds one while every holder is busy.
 UNHELD_CONNECTIONS = 2
 
 
 # SQLSTATE classes and codes that mean "the server is unreachable or going away", not "your
-# statement is wrong" (DECISIONS: Spool).
+# statement is wrong" (docs/decisions.md#what-spools).
 _UNAVAILABLE_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03")
 
 
@@ -163,42 +162,6 @@ class DatabaseStatistics:
     pool_size: int
     pool_idle: int
     held: int  # connections kept by busy holders between their calls (counted as not idle)
-
-
-class Hold(Protocol):
-    @property
-    def holding(self) -> bool:
-        """A connection is held now."""
-
-    async def let_go(self) -> None:
-        """Give the held connection back to the pool (nothing held: nothing to do)."""
-
-
-class _NoHold:
-    holding = False
-
-    async def let_go(self) -> None:
-        return None
-
-
-@asynccontextmanager
-async def no_hold() -> AsyncIterator[Hold]:
-    """The hold of a lane or fusion that runs on no database (the unit tests' fakes)."""
-    yield _NoHold()
-
-
-# What opens a hold for the current task: `Database.holding`, or `no_hold`.
-HoldFactory = Callable[[], AbstractAsyncContextManager[Hold]]
-
-
-async def receive_or_let_go(receive: Callable[[], Awaitable[T]], hold: Hold) -> T:
-    """`receive()` for a holder between its calls: if nothing comes within
-    HOLD_IDLE_SECONDS, the held connection goes back to the pool before it blocks on."""
-    if hold.holding:
-        with trio.move_on_after(HOLD_IDLE_SECONDS):
-            return await receive()
-        await hold.let_go()
-    return await receive()
 
 
 class ConnectionHold:

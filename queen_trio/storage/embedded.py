@@ -287,7 +287,8 @@ class EmbeddedPostgres:
             self._run(
                 "initdb", "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
                 "--encoding=UTF8", "--locale=C", "--no-instructions",
-                # Throwaway: no fsync, and 1 MB WAL segments (less to copy: cluster_cache.py).
+                # Throwaway: no fsync, and 1 MB WAL segments (less to copy:
+                # testing/cluster_cache.py).
                 *(() if self.durable else ("--no-sync", "--wal-segsize=1")),
             )
             self._lock_door()

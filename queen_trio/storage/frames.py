@@ -11,7 +11,6 @@ splices it into the reply without decoding it.
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -21,16 +20,6 @@ from ..ids import ZERO_UUID
 HEADER = struct.Struct(">16sBHHI")
 FLAG_ENCRYPTED = 0x01
 FLAG_TRACE = 0x02
-
-
-@attrs.frozen
-class Frame:
-    message_id: uuid.UUID
-    transaction_id: str
-    payload: bytes
-    producer_sub: str | None = None
-    trace_id: uuid.UUID | None = None
-    encrypted: bool = False
 
 
 def pack(
@@ -45,34 +34,6 @@ def pack(
     flags = (FLAG_ENCRYPTED if encrypted else 0) | (FLAG_TRACE if trace_id else 0)
     head = HEADER.pack(message_id, flags, len(transaction_id), len(producer_sub), len(payload))
     return b"".join((head, trace_id or b"", transaction_id, producer_sub, payload))
-
-
-def unpack(frames: bytes | memoryview) -> Iterator[Frame]:
-    """Every frame of a packed segment, in offset order."""
-    view = memoryview(frames)
-    at, end = 0, len(view)
-    size = HEADER.size
-    while at < end:
-        mid, flags, tx_len, sub_len, payload_len = HEADER.unpack_from(view, at)
-        at += size
-        trace = None
-        if flags & FLAG_TRACE:
-            trace = uuid.UUID(bytes=bytes(view[at : at + 16]))
-            at += 16
-        txid = str(view[at : at + tx_len], "utf-8")
-        at += tx_len
-        sub = str(view[at : at + sub_len], "utf-8") if sub_len else None
-        at += sub_len
-        payload = bytes(view[at : at + payload_len])
-        at += payload_len
-        yield Frame(
-            message_id=uuid.UUID(bytes=mid),
-            transaction_id=txid,
-            payload=payload,
-            producer_sub=sub,
-            trace_id=trace,
-            encrypted=bool(flags & FLAG_ENCRYPTED),
-        )
 
 
 def uuid_text(raw: bytes) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 # Light: the template cache needs neither trio nor asyncpg to copy and start a cluster.
-from ..storage import cluster_cache
+from . import cluster_cache
 
 if TYPE_CHECKING:
     import trio

@@ -1,7 +1,7 @@
 """Test brokers in this process, for Trio code: the PostgreSQL they run on, and the brokers.
 
 `open_test_postgres` brings up the server: an embedded cluster copied from the template cache
-(storage/cluster_cache.py), or a given server. Either way each broker gets a database of its
+(testing/cluster_cache.py), or a given server. Either way each broker gets a database of its
 own, cloned from a migrated template database (`CREATE DATABASE ... TEMPLATE`), so brokers of
 different settings, or of different xdist workers on one server, never share one.
 `serve_test_broker` runs one broker on such a database, served by hypercorn on 127.0.0.1 and
@@ -32,22 +32,22 @@ import trio
 from ..broker import Broker, open_broker
 from ..ops.traces import recorded_since
 from ..settings import Settings
-from ..storage import cluster_cache
 from ..storage.database import Database, open_database
 from ..storage.embedded import EmbeddedPostgres
 from ..storage.schema import apply_migrations
-from ..storage.server_admin import (
-    create_database,
-    database_exists,
-    drop_database,
-    rename_database,
-)
 from ..storage.sql import Q
 from ..web.auth import Authenticator
 from ..web.listen import bind_listener
 from ..web.routes import create_app
 from ..web.server import connection_gate, hypercorn_config, serve_http
+from . import cluster_cache
 from .options import build_settings, normalise
+from .server_admin import (
+    create_database,
+    database_exists,
+    drop_database,
+    rename_database,
+)
 
 log = logging.getLogger("queen_trio.testing")
 

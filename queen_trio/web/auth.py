@@ -1,4 +1,4 @@
-"""Authentication and access levels (DECISIONS: Auth; contract §11).
+"""Authentication and access levels (docs/decisions.md#auth; contract §11).
 
 Off unless JWT_ENABLED=true. Tokens are verified by PyJWT (on top of `cryptography`) with
 HS256 (JWT_SECRET), RS256, ES256 or EdDSA (a PEM JWT_PUBLIC_KEY, or a JWKS from JWT_JWKS_URL,

@@ -1,4 +1,4 @@
-"""Authentication (DECISIONS: Auth): tokens, algorithms, key sources, levels, producerSub."""
+"""Authentication (docs/decisions.md#auth): tokens, algorithms, key sources, levels, producerSub."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ import pytest
 import trio
 import trio_asyncio
 
-from queen_trio.storage import cluster_cache
 from queen_trio.storage.embedded import SYSTEM_USER
+from queen_trio.testing import cluster_cache
 from queen_trio.testing.inprocess import open_test_postgres
 
 

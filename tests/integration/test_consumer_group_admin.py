@@ -1,5 +1,5 @@
-"""/api/v1/consumer-groups: listings, lag, seek, subscription start, delete (DECISIONS: Ack,
-retries, DLQ: seek is the one operator rewind)."""
+"""/api/v1/consumer-groups: listings, lag, seek, subscription start, delete
+(docs/decisions.md#seek: the one operator rewind)."""
 
 from __future__ import annotations
 

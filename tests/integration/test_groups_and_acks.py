@@ -1,4 +1,5 @@
-"""Consumer groups, subscriptions, acks, retries and the DLQ (DECISIONS: Pop; Ack, retries, DLQ)."""
+"""Consumer groups, subscriptions, acks, retries and the DLQ (docs/decisions.md#pop,
+docs/decisions.md#acks)."""
 
 from __future__ import annotations
 

@@ -18,10 +18,10 @@ import pytest
 
 from queen_trio.errors import SchemaError
 from queen_trio.push.bundle import Segment, bundle_arguments
-from queen_trio.storage import frames
 from queen_trio.storage.embedded import find_bin_dir
 from queen_trio.storage.schema import BASELINE, SQUASHED, apply_migrations
 from queen_trio.storage.sql import Q, migrations
+from tests.support import segments
 from tests.support.lanes import packed_group
 
 SHIPPED = sorted((Path(__file__).parent.parent / "fixtures" / "migrations-0017").glob("*.sql"))
@@ -89,7 +89,7 @@ async def stored(conn: asyncpg.Connection) -> dict[str, list[tuple[str, bytes]]]
     messages: dict[str, list[tuple[str, bytes]]] = {}
     for row in rows:
         messages.setdefault(row["name"], []).extend(
-            (f.transaction_id, f.payload) for f in frames.unpack(row["frames"]))
+            (f.transaction_id, f.payload) for f in segments.unpack(row["frames"]))
     return messages
 
 
@@ -125,7 +125,7 @@ async def upgrade_and_check(url: str, before: dict) -> None:
             max_partitions=10, lease_id=uuid.uuid4(), auto_ack=True, start_mode="all",
             start_from=None)
         delivered = sorted(f.transaction_id for r in claimed
-                           for f in frames.unpack(r["frames"]))
+                           for f in segments.unpack(r["frames"]))
         assert delivered == ["order-1", "order-2", "order-3", "order-4"]
     finally:
         await conn.close()

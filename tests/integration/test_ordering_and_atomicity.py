@@ -113,7 +113,7 @@ async def test_shard_splits_a_failed_bundle_back_into_its_segments(broker, nurse
         (group,) = group_items(parse_push_body(body))
         packed.append(pack_group(group, dedup=True, encryption_assumed=False, encrypt=None,
                                  producer_sub=None))
-        lane.submit(packed[-1])
+        lane.submit_nowait(packed[-1])
         await trio.testing.wait_all_tasks_blocked()
     gate.set()
     for p in packed:

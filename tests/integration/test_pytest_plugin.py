@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from queen_trio.storage import cluster_cache
+from queen_trio.testing import cluster_cache
 from tests.support.leftovers import processes_mentioning
 
 HELPERS = '''

@@ -1,4 +1,4 @@
-"""The spool (DECISIONS: Spool): outages, crashes, encryption, idempotent replay, failed/."""
+"""The spool (docs/decisions.md#spool): outages, crashes, encryption, idempotent replay, failed/."""
 
 from __future__ import annotations
 

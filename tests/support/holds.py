@@ -1,4 +1,4 @@
-"""A connection hold (storage/database.py `Hold`) without a database, for the lane and fusion
+"""A connection hold (storage/holding.py `Hold`) without a database, for the lane and fusion
 tests: the fake call takes the connection (`take`), and `let_go` records when it went back."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import trio
 
-from queen_trio.storage.database import Hold
+from queen_trio.storage.holding import Hold
 
 
 class FakeHold:

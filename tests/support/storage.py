@@ -6,16 +6,16 @@ import datetime as dt
 
 import attrs
 
-from queen_trio.storage import frames
 from queen_trio.storage.database import Database
 from tests.support.db import db_fetch
+from tests.support.segments import Frame, unpack
 
 
 @attrs.frozen
 class StoredMessage:
     offset: int
     created_at: dt.datetime
-    frame: frames.Frame
+    frame: Frame
 
 
 async def stored_messages(db: Database, queue: str, partition: str = "Default") -> list[StoredMessage]:
@@ -30,7 +30,7 @@ async def stored_messages(db: Database, queue: str, partition: str = "Default") 
     )
     out: list[StoredMessage] = []
     for row in rows:
-        for i, frame in enumerate(frames.unpack(row["frames"])):
+        for i, frame in enumerate(unpack(row["frames"])):
             out.append(StoredMessage(row["first_offset"] + i, row["created_at"], frame))
     return out
 
@@ -55,7 +55,7 @@ async def stored_at(url: str, queue: str) -> list[tuple[str, str, bool, bytes]]:
     async with trio_asyncio.open_loop():
         rows = await trio_asyncio.aio_as_trio(run)()
     return [(r["name"], f.transaction_id, f.encrypted, f.payload)
-            for r in rows for f in frames.unpack(r["frames"])]
+            for r in rows for f in unpack(r["frames"])]
 
 
 def push_body(*items: dict) -> dict:

@@ -1,4 +1,4 @@
-"""Authentication settings (DECISIONS: Auth) that refuse to start, before any database."""
+"""Authentication settings (docs/decisions.md#auth) that refuse to start, before any database."""
 
 from __future__ import annotations
 

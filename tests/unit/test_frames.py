@@ -8,6 +8,7 @@ import uuid
 
 from queen_trio import ids
 from queen_trio.storage import frames
+from tests.support import segments
 
 MID = uuid.UUID("0190a8f2-8b7c-7def-8123-456789abcdef")
 TRACE = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -24,14 +25,14 @@ def pack(index: int, *, trace: bool = False, sub: str = "", encrypted: bool = Fa
 def test_a_frame_round_trips_every_field():
     packed = frames.pack(MID.bytes, "tx-é".encode(), b'{"a" : [1, 2]}', producer_sub=b"svc-1",
                          trace_id=TRACE.bytes, encrypted=True)
-    (frame,) = frames.unpack(packed)
-    assert frame == frames.Frame(message_id=MID, transaction_id="tx-é",
+    (frame,) = segments.unpack(packed)
+    assert frame == segments.Frame(message_id=MID, transaction_id="tx-é",
                                  payload=b'{"a" : [1, 2]}', producer_sub="svc-1",
                                  trace_id=TRACE, encrypted=True)
 
 
 def test_a_plain_frame_has_no_sub_no_trace_and_is_not_encrypted():
-    (frame,) = frames.unpack(frames.pack(MID.bytes, b"t", b"1"))
+    (frame,) = segments.unpack(frames.pack(MID.bytes, b"t", b"1"))
     assert (frame.producer_sub, frame.trace_id, frame.encrypted) == (None, None, False)
     assert len(frames.pack(MID.bytes, b"t", b"1")) == frames.HEADER.size + 2
 
@@ -51,7 +52,7 @@ def test_the_header_layout_is_the_one_the_sql_side_reads():
 
 def test_lengths_are_bytes_not_characters():
     payload = '"ünïcödé ✓"'.encode()
-    (frame,) = frames.unpack(frames.pack(MID.bytes, "✓✓".encode(), payload))
+    (frame,) = segments.unpack(frames.pack(MID.bytes, "✓✓".encode(), payload))
     assert frame.transaction_id == "✓✓"
     assert frame.payload == payload
 
@@ -62,7 +63,7 @@ def ends_of(*packed: bytes) -> list[int]:
 
 def test_a_segment_unpacks_in_order():
     packed = [pack(i, trace=i % 2 == 1, sub="s" if i == 2 else "") for i in range(5)]
-    assert [f.transaction_id for f in frames.unpack(b"".join(packed))] == [
+    assert [f.transaction_id for f in segments.unpack(b"".join(packed))] == [
         f"tx-{i}" for i in range(5)]
 
 
@@ -71,7 +72,7 @@ def test_fields_between_gives_the_text_forms_of_unpack():
               for i in range(4)]
     segment = b"".join(packed)
     expected = [(str(f.message_id), f.transaction_id, f.trace_id and str(f.trace_id),
-                 f.producer_sub, f.encrypted, f.payload) for f in frames.unpack(segment)]
+                 f.producer_sub, f.encrypted, f.payload) for f in segments.unpack(segment)]
     assert list(frames.fields_between(segment, ends_of(*packed))) == expected
 
 

@@ -12,7 +12,7 @@ import trio.testing
 
 from queen_trio.consume.fusion import CallFusion, Fusable, FusionStatistics
 from queen_trio.errors import DatabaseUnavailable, Overloaded
-from queen_trio.storage.database import HOLD_IDLE_SECONDS
+from queen_trio.storage.holding import HOLD_IDLE_SECONDS
 from tests.support.gates import Gate
 from tests.support.holds import FakeHold
 

@@ -13,7 +13,7 @@ import trio.testing
 
 from queen_trio.push.lane import LaneClosed, LaneStatistics, PushLane
 from queen_trio.push.outcome import Outcome
-from queen_trio.storage.database import HOLD_IDLE_SECONDS
+from queen_trio.storage.holding import HOLD_IDLE_SECONDS
 from tests.support.holds import FakeHold
 from tests.support.lanes import FakePushBundle, packed_group, running_lane
 
@@ -30,7 +30,7 @@ async def settled(*groups):
 async def push(lane, *groups):
     """Submit the groups; their outcomes once settled."""
     for packed in groups:
-        lane.submit(packed)
+        lane.submit_nowait(packed)
     return await settled(*groups)
 
 
@@ -38,10 +38,10 @@ async def submit_during_a_flush(lane, store, first, *waiting):
     """Submit `first`, then `waiting` while first's bundle is in flight; let it land once every
     flusher has handed the shard what it could."""
     with store.held():
-        lane.submit(first)
+        lane.submit_nowait(first)
         await store.wait_for_calls(1)
         for packed in waiting:
-            lane.submit(packed)
+            lane.submit_nowait(packed)
         await trio.testing.wait_all_tasks_blocked()
 
 
@@ -120,7 +120,7 @@ async def test_at_most_one_flush_is_in_flight_per_partition(autojump_clock):
         for round_ in range(20):
             for partition in ("p0", "p1", "p2"):
                 packed = packed_group(f"{partition}-{round_}", partition=partition)
-                lane.submit(packed)
+                lane.submit_nowait(packed)
                 groups.append(packed)
             await trio.lowlevel.checkpoint()
         assert set(await settled(*groups)) == {Outcome.QUEUED}
@@ -185,7 +185,7 @@ async def test_an_idle_flusher_retires_and_is_recreated(autojump_clock):
         await trio.sleep(2)
         assert lane.statistics().active_flushers == 0
         second = packed_group("b")
-        lane.submit(second)
+        lane.submit_nowait(second)
         assert lane.statistics().active_flushers == 1
         assert await settled(second) == [Outcome.QUEUED]
     assert store.committed() == ["a", "b"]
@@ -281,7 +281,7 @@ async def test_pending_bytes_count_what_is_accepted_and_not_settled(autojump_clo
         groups = [packed_group("a", "b"), packed_group("c", partition="p2")]
         with store.held():
             for packed in groups:
-                lane.submit(packed)
+                lane.submit_nowait(packed)
             await trio.testing.wait_all_tasks_blocked()
             assert lane.statistics().pending_bytes == sum(
                 len(frame) for packed in groups for frame in packed.frames)
@@ -296,12 +296,12 @@ async def test_close_drains_every_accepted_group_and_refuses_new_ones(autojump_c
         with store.held():
             for n in range(30):
                 packed = packed_group(f"t{n}", partition=f"p{n % 4}")
-                lane.submit(packed)
+                lane.submit_nowait(packed)
                 groups.append(packed)
             await store.wait_for_calls(1)
             lane.close()
             with pytest.raises(LaneClosed):
-                lane.submit(packed_group("late"))
+                lane.submit_nowait(packed_group("late"))
     # running_lane returned: the lane's run ended only after every accepted group settled.
     assert all(packed.done.is_set() for packed in groups)
     assert {packed.outcome for packed in groups} == {Outcome.QUEUED}

@@ -1,4 +1,5 @@
-"""The package's layers point one way, and no module imports a circle back to itself.
+"""The package's rooms point one way (across rooms only through a door), and no module
+imports a circle back to itself.
 
 The graph is built from the source (ast), counting every import wherever it is written:
 module level, inside functions, and under `if TYPE_CHECKING:`. A naive "import everything"
@@ -154,7 +155,7 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_imports_point_down_the_layers() -> None:
+def test_imports_point_down_the_rooms_or_through_a_door() -> None:
     wrong = []
     for module, targets in graph().items():
         room = room_of(module)

@@ -8,7 +8,7 @@ from queen_trio import ids
 from queen_trio.push.bundle import Segment, apply_bundle_rows, bundle_arguments, pack_group
 from queen_trio.push.items import Group
 from queen_trio.push.outcome import Outcome
-from queen_trio.storage import frames
+from tests.support import segments
 from tests.support.lanes import packed_group, push_item
 
 
@@ -22,7 +22,7 @@ def row(segment_no, outcome, *, item_no=None, ref_offset=None, ref_message_id=No
 def test_a_packed_group_carries_a_frame_per_first_occurrence():
     packed = packed_group("a", "b", "a")
     assert [item.transaction_id for item in packed.writers] == ["a", "b"]
-    decoded = [frames.unpack(f) for f in packed.frames]
+    decoded = [segments.unpack(f) for f in packed.frames]
     assert [[(str(f.message_id), f.transaction_id, f.payload) for f in d] for d in decoded] == [
         [(str(item.message_id), item.transaction_id, item.payload)] for item in packed.writers]
 
@@ -31,7 +31,7 @@ def test_packing_encrypts_and_flags_the_payload_and_records_the_producer():
     group = Group("q", "p", [push_item("a", payload=b'"secret"')])
     packed = pack_group(group, dedup=False, encryption_assumed=True,
                         encrypt=lambda data: data[::-1], producer_sub="svc-1")
-    (frame,) = frames.unpack(packed.frames[0])
+    (frame,) = segments.unpack(packed.frames[0])
     assert (frame.payload, frame.encrypted, frame.producer_sub) == (b'"terces"', True, "svc-1")
     assert packed.assumptions == (True, False)
 

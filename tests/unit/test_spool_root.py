@@ -15,11 +15,15 @@ from queen_trio.push.spool import (
 )
 from queen_trio.push.spool_root import (
     hold_directory,
-    is_held,
     lock_marker,
     marker_path,
     worker_directory,
 )
+
+
+def is_held(root, queue: str, partition: str) -> bool:  # type: ignore[no-untyped-def]
+    """A partition is held while its marker exists."""
+    return marker_path(root, queue, partition).exists()
 
 
 def record(partition: str, txid: str, stamp: int = 0) -> SpoolRecord:

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from queen_trio.settings import AuthSettings, Settings
-from queen_trio.storage import cluster_cache
-from queen_trio.testing import TestBroker
+from queen_trio.testing import TestBroker, cluster_cache
 from queen_trio.testing.options import (
     build_settings,
     cache_key,

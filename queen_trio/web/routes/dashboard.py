@@ -1,6 +1,6 @@
 """The dashboard's routes: its page at `/`, `/dashboard` and `/dashboard/`, its files under
 `/dashboard/`, its icon at `/favicon.ico` (web/dashboard.py holds the files). Public
-(DECISIONS: Auth), since the pages hold no data; they ask for a token when the API does."""
+(docs/decisions.md#auth), since the pages hold no data; they ask for a token when the API does."""
 
 from __future__ import annotations
 

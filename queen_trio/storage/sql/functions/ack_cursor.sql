@@ -1,4 +1,4 @@
--- Settle acknowledgements that move the cursor (docs/decisions.md: Ack, retries, DLQ), of one
+-- Settle acknowledgements that move the cursor (docs/decisions.md#acks), of one
 -- request or of several fused by the ack lane; each item names its group. Items are applied
 -- per (partition, group), in ascending partition id (the lock order), in offset order within
 -- it. Returns one row per item (its 1-based position in the arrays) and `released`: the lease

@@ -1,4 +1,4 @@
--- A namespace/task pop in one round trip (docs/decisions.md: Pop): the queues whose namespace
+-- A namespace/task pop in one round trip (docs/decisions.md#namespace-and-task-pops): the queues whose namespace
 -- and task match, higher priority first, then the one whose oldest pending message for the
 -- group is oldest; each is claimed with what is left of the batch until the batch is used up.
 -- With nothing claimed anywhere, one row per queue carries its next_check_at.

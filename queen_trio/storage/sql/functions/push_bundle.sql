@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION queen.push_bundle(
     p_frames    bytea[],
     p_ends      integer[],
     p_txids     text[],
-    -- Spool replay bypasses maxSize (docs/decisions.md: Spool): what was accepted must land.
+    -- Spool replay bypasses maxSize (docs/decisions.md#replay): what was accepted must land.
     p_check_max_size boolean DEFAULT true
 ) RETURNS TABLE (
     segment_no       integer,

@@ -1,4 +1,4 @@
--- Retention and eviction (docs/decisions.md: Retention and cleanup). One pass, as of p_now
+-- Retention and eviction (docs/decisions.md#retention). One pass, as of p_now
 -- (the service's clock, NULL = now), at most p_limit rows of each kind; the caller holds the
 -- maintenance advisory lock, so one broker at a time runs it.
 CREATE OR REPLACE FUNCTION queen.retention_pass(p_now timestamptz, p_limit integer)

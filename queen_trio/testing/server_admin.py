@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .sql import Q
+from ..storage.sql import Q
 
 
 async def create_database(conn: Any, name: str, *, template: str = "template1",

@@ -14,7 +14,7 @@ rename wins and the others discard theirs. It was stopped cleanly, so a copy sta
 restarted cluster. It holds a migrated database, `queen_template`, for test databases to
 clone, and one clone made already, `queen_spare`. It carries the cluster's password file along
 (0600, in a 0700 cache only its owner reads): every copy shares the template's password, and
-admits nothing else (embedded.py).
+admits nothing else (storage/embedded.py).
 
 Templates are throwaway clusters (`durable=False`: no fsync). One that does not start is
 removed, and built again.
@@ -33,8 +33,13 @@ from pathlib import Path
 
 import attrs
 
-from .embedded import EmbeddedPostgres, EmbeddedPostgresError, find_bin_dir, scrubbed_environment
-from .sql import migrations, sql_objects
+from ..storage.embedded import (
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    find_bin_dir,
+    scrubbed_environment,
+)
+from ..storage.sql import migrations, sql_objects
 
 log = logging.getLogger("queen_trio.cluster_cache")
 
@@ -129,8 +134,8 @@ async def finish_build(build: Build) -> Path:
     # Here, not at the top: finding and copying a template needs neither trio nor asyncpg.
     import trio
 
-    from .database import open_database
-    from .schema import migrate
+    from ..storage.database import open_database
+    from ..storage.schema import migrate
     from .server_admin import create_database
 
     cluster, staging, final = build.cluster, build.staging, build.final
