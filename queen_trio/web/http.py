@@ -10,7 +10,7 @@ import attrs
 import msgspec
 
 # The reference's CORS headers (contract.md), beside `Access-Control-Allow-Origin`; given only
-# to the origins QUEEN_CORS_ORIGINS lists (DECISIONS: Wire), by the app (`cors_headers`).
+# to the origins QUEEN_CORS_ORIGINS lists (docs/decisions.md#cors), by the app (`cors_headers`).
 CORS_HEADERS = [
     (b"access-control-allow-methods", b"GET, POST, PUT, DELETE, OPTIONS"),
     (b"access-control-allow-headers", b"Content-Type, Authorization"),

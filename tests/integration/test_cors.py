@@ -1,4 +1,4 @@
-"""CORS only for the origins QUEEN_CORS_ORIGINS lists (DECISIONS: Wire; issue 25, point 1): a
+"""CORS only for the origins QUEEN_CORS_ORIGINS lists (docs/decisions.md#cors; issue 25, point 1): a
 page on another origin, open in a browser that can reach the broker, cannot call it."""
 
 from __future__ import annotations

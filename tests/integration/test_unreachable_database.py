@@ -1,5 +1,5 @@
 """A database that cannot be reached (a mistyped host or port) is impossible to miss, and
-never a traceback (issue 25, point 3): the broker still starts and spools (DECISIONS: Spool),
+never a traceback (issue 25, point 3): the broker still starts and spools (docs/decisions.md#booting-with-the-database-down),
 says so in one line naming the host, the port and the error (at most every 30 s), and /health
 gives the reason; `--require-database` refuses to start with that line instead."""
 
