@@ -731,6 +731,16 @@ class Settings:
         return self.database_url is None or self.spool_dir is None
 
     @property
+    def data_dir_fix(self) -> str:
+        """What a second broker refused on this data directory should be given instead."""
+        if self.database_url is None:
+            return ("a second broker needs its own --data-dir (or QUEEN_DATA_DIR), and the "
+                    "first one's database as DATABASE_URL to share its queues: "
+                    "docs/operations.md#two-brokers-on-one-database")
+        return ("with DATABASE_URL this broker keeps only its spool there: give it its own "
+                "FILE_BUFFER_DIR, or its own --data-dir (or QUEEN_DATA_DIR)")
+
+    @property
     def call_deadline_seconds(self) -> float:
         """How long a shielded database call (a claim, a commit, a release) may take before
         the broker gives up on it. The server's statement timeout fires first; this is the

@@ -135,7 +135,8 @@ async def _serve(settings: Settings, stop: trio.Event, lifecycle: Lifecycle,
             return
         auth = Authenticator(settings.auth)
         await auth.start()  # a JWKS that cannot be read refuses to start
-        with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
+        with (claim_data_dir(settings.data_dir, settings.data_dir_fix) if settings.uses_data_dir
+              else nullcontext()):
             async with running_database(settings, lifecycle) as url:
                 if stop.is_set():
                     return

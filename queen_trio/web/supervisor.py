@@ -85,7 +85,8 @@ async def supervise(settings: Settings, stop: trio.Event, lifecycle: Lifecycle, 
         # Refused here, before the cluster, as a single broker refuses; each worker reads it
         # again for itself.
         await Authenticator(settings.auth).start()
-        with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
+        with (claim_data_dir(settings.data_dir, settings.data_dir_fix) if settings.uses_data_dir
+              else nullcontext()):
             with claim_spool_root(settings.spool_root, workers=settings.workers):
                 async with running_database(settings, lifecycle) as url:
                     if stop.is_set():
