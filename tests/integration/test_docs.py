@@ -45,20 +45,33 @@ def test_the_readme_keeps_exactly_two_set_up_commands():
     assert "queen-trio serve" in blocks[0] and "pytest" in blocks[1]
 
 
-async def test_the_readme_try_it_loop_runs_as_written(http_url, tmp_path):
+async def test_the_readme_try_it_loop_runs_as_written_and_again(http_url, tmp_path):
     (block,) = sh_blocks(section((ROOT / "README.md").read_text(), "## Try it"))
     used = {c.split()[0] for c in commands(block)}
     assert "jq" not in block and used <= {"curl", "POPPED=$(curl", "echo", "ack_of()"}
-    out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
-    configured, pushed, popped, acked, nacked, dlq, last_pop = out
-    assert json.loads(configured)["options"]["retryLimit"] == 0
-    assert [p["status"] for p in json.loads(pushed)] == ["queued", "queued"]
-    assert json.loads(popped)["messages"][0]["data"] == {"orderId": 1}
-    assert json.loads(acked)[0]["success"] is True
-    assert json.loads(nacked)[0]["dlq"] is True
-    dead = json.loads(dlq)
-    assert dead["total"] == 1 and dead["messages"][0]["transactionId"] == "order-2"
-    assert last_pop == "204"
+    # Issue 25, point 8: the second run works as the first (no dedup, no empty pop).
+    for run in (1, 2):
+        out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
+        configured, pushed, popped, acked, nacked, dlq, last_pop = out
+        assert json.loads(configured)["options"]["retryLimit"] == 0
+        assert [p["status"] for p in json.loads(pushed)] == ["queued", "queued"]
+        assert json.loads(popped)["messages"][0]["data"] == {"orderId": 1}
+        assert json.loads(acked)[0]["success"] is True
+        assert json.loads(nacked)[0]["dlq"] is True
+        dead = json.loads(dlq)
+        assert dead["total"] == run
+        assert [m["data"] for m in dead["messages"]] == [{"orderId": 2}] * run
+        assert last_pop == "204"
+
+
+async def test_the_readme_ack_helper_says_when_there_is_nothing_to_ack(http_url, tmp_path):
+    (block,) = sh_blocks(section((ROOT / "README.md").read_text(), "## Try it"))
+    helper = next(c for c in commands(block) if c.startswith("ack_of()"))
+    done = await trio.run_process(
+        ["bash", "-c", f"{helper}\ncurl -sS {http_url}/api/v1/pop/queue/none | ack_of failed"],
+        cwd=tmp_path, capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode() == "no message to ack: the pop answered 204\n"
 
 
 def documented_curls() -> list[str]:
