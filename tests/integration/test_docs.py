@@ -115,3 +115,15 @@ async def test_the_api_pages_curl_commands_run(http_url, tmp_path):
             body = json.loads(out)
             assert not (isinstance(body, dict)
                         and str(body.get("error", "")).startswith("internal error")), command
+
+
+async def test_the_readme_shows_parallel_consumers_on_partitions(http_url, tmp_path):
+    # Issue 25, point 9: while A holds one partition, B gets another; a pop may take several.
+    text = section((ROOT / "README.md").read_text(), "### What surprises newcomers")
+    (block,) = sh_blocks(re.sub(r"^  ", "", text, flags=re.M))
+    out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
+    first, second, rest = (json.loads(line) for line in out)
+    (a,), (b,), (c,) = first["messages"], second["messages"], rest["messages"]
+    assert first["leaseId"] != second["leaseId"]
+    assert len({a["partition"], b["partition"], c["partition"]}) == 3
+    assert sorted(m["data"] for m in (a, b, c)) == [1, 2, 3]
