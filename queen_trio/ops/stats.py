@@ -243,9 +243,10 @@ def _queue_rows(now: ProcessFigures, before: ProcessFigures | None,
     return rows
 
 
-async def stats_pass(db: Database, *, retention_days: int,
-                     now: dt.datetime | None = None) -> dict[str, int] | None:
-    """Snapshot every queue's figures and prune old samples; None when another broker runs it."""
+async def stats_pass(db: Database, *, retention_days: int, now: dt.datetime | None = None,
+                     wait: bool = False) -> dict[str, int] | None:
+    """Snapshot every queue's figures and prune old samples; None when another pass holds the
+    lock, unless `wait`."""
 
     async def work(conn: asyncpg.Connection) -> dict[str, int]:
         snapshot = await Q.stats_snapshot_queues.execute(conn)
@@ -253,7 +254,7 @@ async def stats_pass(db: Database, *, retention_days: int,
         pruned += await Q.stats_prune_hidden.fetchval(conn)
         return {"snapshots": int(snapshot.split()[-1]), "pruned": int(pruned)}
 
-    return await run_exclusive(db, STATS_LOCK_KEY, work)
+    return await run_exclusive(db, STATS_LOCK_KEY, work, wait=wait)
 
 
 # POST /stats/refresh waits this long for a pass already running elsewhere.
@@ -265,6 +266,7 @@ class StatsMaintenance(PeriodicService):
     """The cluster's per-queue snapshot and sample pruning, every minute, on one broker."""
 
     name = "stats maintenance"
+    routine = frozenset({"snapshots"})  # every minute: logged only when it also pruned
 
     def __init__(self, db: Database, *, retention_days: int, interval: float = 60.0) -> None:
         super().__init__(interval)
