@@ -13,9 +13,7 @@ from .api import Api, check, segment
 from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
-from .output import Output, Row, col, output_options, when
-
-COUNTERS = ("total", "pending", "processing", "completed", "failed", "deadLetter")
+from .output import Output, Row, col, figure_columns, output_options, when
 
 
 def health(api: Api) -> tuple[dict[str, Any], float]:
@@ -95,10 +93,11 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
             raise click.UsageError("--partitions needs a QUEUE")
         body = api.get("/api/v1/status")
         fields = [
-            *(col(name, ("messages", name)) for name in COUNTERS),
+            *figure_columns("messages", upper=False),
+            col("retrying", ("messages", "failed")),
             col("leases", ("leases", "active")),
-            col("in flight", ("leases", "totalBatchSize")),
-            col("dead letters", ("deadLetterQueue", "totalMessages")),
+            # Every group's leased messages; `processing` counts the slowest group's only.
+            col("in flight (every group)", ("leases", "totalBatchSize")),
             col("workers", lambda b: len(b["workers"])),
             col("queues", lambda b: len(b["queues"])),
             col("answered by", "answeredBy", wide=True),
@@ -115,7 +114,7 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
               col("task", ("queue", "task")), col("priority", ("queue", "priority")),
               col("created", lambda b: when(info["createdAt"])),
               col("partitions", lambda b: len(b["partitions"])),
-              *(col(name, ("totals", name)) for name in COUNTERS),
+              *figure_columns("totals", upper=False),
               *(col(key, ("queue", "config", key), wide=True) for key in info["config"])]
     sections = []
     if partitions:
@@ -124,10 +123,7 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
 
 
 PARTITION_STATS = [
-    col("PARTITION", "name"),
-    *(col(name.upper(), ("messages", name))
-      for name in ("total", "pending", "processing", "completed")),
-    col("DLQ", ("messages", "deadLetter")),
+    col("PARTITION", "name"), *figure_columns("messages"),
     col("LAST ACTIVITY", lambda p: when(p.get("lastActivity"))),
     col("FAILED", ("messages", "failed"), wide=True),
     col("OLDEST", lambda p: when(p.get("oldestMessage")), wide=True),

@@ -25,11 +25,22 @@ def recipe() -> str:
     return re.search(r"```sh\n(.*?)```", text, re.S)[1]
 
 
+def start(script: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """The recipe in bash, in a session of its own (so its broker can be signalled)."""
+    with open(log, "wb") as output:
+        return subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True,
+                                stdout=output, stderr=subprocess.STDOUT)
+
+
+def output_of(log: Path) -> str:
+    return log.read_text(errors="replace")
+
+
 async def healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
     async with httpx.AsyncClient() as client:
         with trio.fail_after(60):
             while True:
-                assert proc.poll() is None, f"the second broker exited: {log.read_text()}"
+                assert proc.poll() is None, f"the second broker exited: {output_of(log)}"
                 try:
                     if (await client.get(url + "/health")).status_code == 200:
                         return
@@ -47,9 +58,7 @@ async def test_the_two_broker_recipe_works_as_printed_on_one_host(cluster_path):
         port = free_port()
         script = recipe().replace("6633", str(port))
         log = cluster_path / "second.log"
-        with open(log, "wb") as output:
-            second = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True,
-                                      stdout=output, stderr=subprocess.STDOUT)
+        second = start(script, env, log)
         try:
             await healthy(f"http://127.0.0.1:{port}", second, log)
             async with httpx.AsyncClient() as client:

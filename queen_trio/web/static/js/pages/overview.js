@@ -6,7 +6,7 @@ import { sparkline, TimeChart } from "../charts.js";
 import { h, link } from "../dom.js";
 import { duration, ms, num, pct, plural, rate } from "../format.js";
 import { rangeQuery, session } from "../session.js";
-import { badge, card, code, emptyState, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
+import { badge, card, code, emptyState, FIGURES_NOTE, figureTiles, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
 
 const METRICS = [
   ["Ingested", (p) => p.ingestedPerSecond, rate],
@@ -97,15 +97,11 @@ export default function overview({ main }) {
       tiles([
         { key: "queues", label: "Queues", value: num(o.queues), hint: `${plural(o.namespaces, "namespace")} · ${plural(o.tasks, "task")}` },
         { key: "partitions", label: "Partitions", value: num(o.partitions) },
-        { key: "total", label: "Messages", value: num(m.total) },
-        { key: "pending", label: "Pending", value: num(m.pending) },
-        { key: "processing", label: "Processing", value: num(m.processing) },
-        { key: "completed", label: "Completed", value: num(m.completed) },
-        { key: "deadLetter", label: "Dead letters", value: num(m.deadLetter), tone: m.deadLetter ? "warn" : "" },
+        ...figureTiles(m),
         { key: "lag", label: "Max lag", value: duration(o.lag.time.max), hint: `at most ${plural(o.lag.offset.max, "message")} behind` },
         { key: "in", label: "Ingested", value: rate(o.throughput.ingestedPerSecond), hint: "5-minute average" },
         { key: "out", label: "Processed", value: rate(o.throughput.processedPerSecond), hint: "5-minute average" },
-      ]));
+      ]), h("p", { class: "muted figures-note" }, FIGURES_NOTE));
     } catch (error) {
       totals.fail(error, "Could not load the totals");
     }

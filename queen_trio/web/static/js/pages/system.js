@@ -7,7 +7,7 @@ import { h } from "../dom.js";
 import { ago, bytes, duration, ms, num, pct, rate } from "../format.js";
 import { live } from "../live.js";
 import { can, rangeQuery } from "../session.js";
-import { actionButton, card, confirmAction, definitions, Region, Table, tiles, toast } from "../ui.js";
+import { actionButton, card, confirmAction, definitions, encryptionOff, Region, Table, tiles, toast } from "../ui.js";
 
 export default function system({ main }) {
   const processRegion = new Region();
@@ -94,6 +94,9 @@ export default function system({ main }) {
         { label: "Event loop lag", value: ms(m.eventLoopLag.maxMs), hint: `average ${ms(m.eventLoopLag.avgMs)}` },
         { label: "Memory (RSS)", value: bytes(m.memory.rss) },
         { label: "CPU time", value: `${duration(m.cpu.user)} user`, hint: `${duration(m.cpu.system)} system` },
+        { key: "encryption", label: "Encryption at rest", value: encryptionOff(m.encryption) || "on",
+          tone: m.encryption && m.encryption.reason && m.encryption.reason.startsWith("bad key") ? "warn" : "",
+          hint: (m.encryption && m.encryption.reason) || "QUEEN_ENCRYPTION_KEY in use" },
       ]));
     const f = m.fusion;
     internalsRegion.show(definitions([
