@@ -48,6 +48,15 @@ def col(header: str, key: str | tuple[str, ...] | Callable[[Row], Any], *,
     return Column(header, getter, wide)
 
 
+# Queue mode's internal group name: kept in JSON, YAML, NDJSON and names (the API's), shown
+# as "queue mode" in tables, which people read.
+QUEUE_MODE = "__QUEUE_MODE__"
+
+
+def group_label(name: Any) -> Any:
+    return "queue mode" if name == QUEUE_MODE else name
+
+
 def figure_columns(*path: str, upper: bool = True) -> list[Column]:
     """A queue's or a partition's message counters (`path` leads to the API's counters) as
     every table shows them, adding up: total = pending (not delivered yet) + processing

@@ -13,7 +13,7 @@ from .api import Api, check, segment
 from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
-from .output import Output, Row, col, figure_columns, output_options, when
+from .output import Output, Row, col, figure_columns, group_label, output_options, when
 
 
 def health(api: Api) -> tuple[dict[str, Any], float]:
@@ -132,7 +132,7 @@ PARTITION_STATS = [
 
 
 LAG_COLUMNS = [
-    col("GROUP", "consumer_group"), col("QUEUE", "queue_name"),
+    col("GROUP", lambda r: group_label(r["consumer_group"])), col("QUEUE", "queue_name"),
     col("PARTITION", "partition_name"), col("MESSAGES", "offset_lag"),
     col("SECONDS", "time_lag_seconds"),
     col("OLDEST", lambda r: when(r["oldest_unconsumed_at"])),

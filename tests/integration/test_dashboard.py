@@ -231,10 +231,11 @@ async def test_a_trace_timeline_shows_its_events_in_order(browser, client, http_
     stamps = await browser.script(
         "return [...document.querySelectorAll('.event time')].map((t) => t.getAttribute('datetime'))")
     assert stamps == sorted(stamps) and len(stamps) == 3
-    # Two lanes: orders.created/customer-1 under billing, emails.welcome in queue mode.
+    # Two lanes: orders.created/customer-1 under billing, emails.welcome in queue mode (its
+    # internal name, __QUEUE_MODE__, stays in the API: issue 25, point 12).
     lanes = await browser.texts(".lane-label")
     assert lanes == ["orders.created / customer-1 · billing",
-                     "emails.welcome / Default · __QUEUE_MODE__"]
+                     "emails.welcome / Default · queue mode"]
     # Each event carries its message's payload.
     assert '"orderId": 1' in await browser.script(
         "return document.querySelector('.event details pre').textContent")

@@ -4,7 +4,7 @@
 import { get } from "../api.js";
 import { sparkline, TimeChart } from "../charts.js";
 import { h, link } from "../dom.js";
-import { duration, ms, num, pct, plural, rate } from "../format.js";
+import { duration, groupLabel, ms, num, pct, plural, rate } from "../format.js";
 import { rangeQuery, session } from "../session.js";
 import { badge, card, code, emptyState, FIGURES_NOTE, figureTiles, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
 
@@ -64,7 +64,7 @@ export default function overview({ main }) {
     key: (g) => JSON.stringify([g.name, g.queueName]),
     empty: "No consumer group is behind.",
     columns: [
-      { key: "name", label: "Group / queue", header: true, render: (g) => [link(["groups", g.name], g.name),
+      { key: "name", label: "Group / queue", header: true, render: (g) => [link(["groups", g.name], groupLabel(g.name)),
         h("div", { class: "sub" }, link(["queues", g.queueName], g.queueName))] },
       { key: "state", label: "State", render: (g) => badge(g.state) },
       { key: "lag", label: "Left", num: true, render: (g) => num(g.totalLag) },

@@ -4,7 +4,7 @@
 import { deleteGroupButton, deleteQueueButton, seekButton } from "../actions.js";
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { ago, duration, num, time } from "../format.js";
+import { ago, duration, groupLabel, num, time } from "../format.js";
 import { openPop, openPush } from "../forms.js";
 import { can } from "../session.js";
 import { badge, card, definitions, emptyState, encryptionOff, FIGURES_NOTE, figureColumns, figureTiles, Region, Table, tiles } from "../ui.js";
@@ -116,7 +116,7 @@ export default function queue({ main, params }) {
         }
       }
       const cursors = new Table({
-        label: `Cursors of ${g.name} on ${name}`,
+        label: `Cursors of ${groupLabel(g.name)} on ${name}`,
         key: (r) => r.partitionId,
         columns: [
           { key: "partition", label: "Partition", header: true, render: (r) => r.partition },
@@ -133,14 +133,14 @@ export default function queue({ main, params }) {
       cursors.update(rows);
       return h("div", { class: "group-block", dataset: { group: g.name } },
         h("div", { class: "group-head" },
-          h("h3", {}, link(["groups", g.name], g.name)), badge(g.state),
+          h("h3", {}, link(["groups", g.name], groupLabel(g.name))), badge(g.state),
           h("span", { class: "muted" }, `${num(g.totalLag)} left · max lag ${duration(g.maxTimeLag)} · subscription ${g.subscriptionMode}`),
           h("span", { class: "actions" }, seekButton({ group: g.name, queue: name }, "Seek queue…"), deleteGroupButton(g.name, name))),
         cursors.el);
     });
     lagByPartition = lag;
     groupsRegion.show(blocks.length ? blocks
-      : emptyState("No consumer group reads this queue yet: a pop with consumerGroup=NAME creates one (queue-mode pops show as __QUEUE_MODE__)."));
+      : emptyState("No consumer group reads this queue yet: a pop with consumerGroup=NAME creates one (pops without a group show as queue mode)."));
   }
 
   async function loadMessages() {
