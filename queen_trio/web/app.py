@@ -81,7 +81,7 @@ class App:
             return  # the client hung up: nobody to answer
         origin = next((v for k, v in scope["headers"] if k == b"origin"), None)
         response.headers.extend(cors_headers(self.cors_origins, origin))
-        await self._send(send, response, gone)
+        await self._send(send, response, gone, head=scope["method"] == "HEAD")
         seconds = time.perf_counter() - started
         if self.observe is not None:
             # The route is a registered template (or UNMATCHED), never the raw path.
@@ -91,7 +91,8 @@ class App:
             log_request(scope["method"], response, seconds)
 
     @staticmethod
-    async def _send(send: Any, response: Response, gone: trio.Event) -> None:
+    async def _send(send: Any, response: Response, gone: trio.Event, *, head: bool) -> None:
+        """The response; to a HEAD, its headers only (the length is the GET's)."""
         headers = response.headers
         if response.status != 204:
             headers = [*headers, (b"content-length", str(len(response.body)).encode())]
@@ -101,7 +102,7 @@ class App:
                 raise _Undelivered
             await send({"type": "http.response.start", "status": response.status,
                         "headers": headers})
-            await send({"type": "http.response.body", "body": response.body})
+            await send({"type": "http.response.body", "body": b"" if head else response.body})
         except BaseException as exc:
             if response.undelivered is not None:
                 await response.undelivered()
