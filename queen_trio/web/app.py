@@ -76,9 +76,14 @@ class App:
         gone = self.hung_up(scope)
         if gone is None:
             gone = trio.Event()
-        response = await self._respond_once(scope, receive, gone, self._resolve(scope))
+        resolved = self._resolve(scope)
+        response = await self._respond_once(scope, receive, gone, resolved)
         if response is None:
             return  # the client hung up: nobody to answer
+        if response.route is None and isinstance(resolved, tuple):
+            # The route that matched, whatever the answer (a 400 or a 503 included).
+            response.route = resolved[0].path
+            response.queue = resolved[1].get("queue")
         origin = next((v for k, v in scope["headers"] if k == b"origin"), None)
         response.headers.extend(cors_headers(self.cors_origins, origin))
         await self._send(send, response, gone, head=scope["method"] == "HEAD")
