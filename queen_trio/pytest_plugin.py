@@ -151,7 +151,7 @@ def queen_url(request: pytest.FixtureRequest) -> str:
     try:
         settings = settings_of(request.node)
         broker = _brokers(request.config).broker(settings)
-    except TypeError as exc:  # a setting that does not exist
+    except (TypeError, ValueError) as exc:  # no such setting, or a value it cannot take
         pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
     broker.reset()
     request.node.stash[_TEST_BROKER] = broker
