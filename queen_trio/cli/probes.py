@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,6 +16,25 @@ from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
 from .output import Output, Row, col, figure_columns, group_label, output_options, when
+
+
+def say_left_behind() -> None:
+    """With no broker answering: an embedded PostgreSQL still running on this machine's data
+    directory without its broker (one that was killed) is said on stderr, with what to do."""
+    import os
+
+    from ..settings import default_data_dir
+    from ..storage.datadir import held  # doors: they read two files and start nothing
+    from ..storage.embedded import running_postmaster
+
+    data_dir = Path(os.environ.get("QUEEN_DATA_DIR") or default_data_dir())
+    running = running_postmaster(data_dir)
+    if running is None or held(data_dir):
+        return
+    print(f"queen-trio status: the embedded PostgreSQL of {data_dir} (pid {running.pid}, port "
+          f"{running.port}) is running without its broker, which did not stop cleanly: "
+          f"`queen-trio serve` adopts it, or stop it with `pg_ctl -D {data_dir / 'pgdata'} stop`",
+          file=sys.stderr)
 
 
 def health(api: Api) -> tuple[dict[str, Any], float]:
@@ -91,7 +112,12 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
     if queue is None:
         if partitions:
             raise click.UsageError("--partitions needs a QUEUE")
-        body = api.get("/api/v1/status")
+        try:
+            body = api.get("/api/v1/status")
+        except CliError as exc:
+            if exc.status == Exit.UNREACHABLE:
+                say_left_behind()
+            raise
         fields = [
             *figure_columns("messages", upper=False),
             col("retrying", ("messages", "failed")),

@@ -25,6 +25,24 @@ def _holder(fd: int) -> str:
     return text if text.isdigit() else "unknown"
 
 
+def held(path: Path) -> bool:
+    """Whether a live broker holds the data directory's lock (taken and let go at once when
+    none does; read-only, so any user who can read the directory may ask)."""
+    try:
+        fd = os.open(Path(path) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing lets go of a lock just taken
+    return False
+
+
 @contextmanager
 def claim_data_dir(path: Path, fix: str = "") -> Iterator[Path]:
     """Hold the data directory's lock while inside; ConfigError if a live broker holds it,

@@ -129,6 +129,24 @@ def grant_traverse(path: Path) -> list[Path]:
     return changed
 
 
+def running_postmaster(data_dir: Path) -> Postmaster | None:
+    """The embedded cluster running on `data_dir`, as its postmaster.pid tells, if any (read
+    by `queen-trio status` too, which starts nothing)."""
+    pidfile = Path(data_dir) / "pgdata" / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+    except (FileNotFoundError, PermissionError, NotADirectoryError):
+        return None
+    try:
+        pid, port = int(lines[0]), int(lines[3])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError, PermissionError):
+        return None
+    if not _is_postgres(pid):  # a stale pid file whose pid was reused
+        return None
+    return Postmaster(pid, port)
+
+
 class EmbeddedPostgres:
     """Synchronous control of one private cluster; the broker calls it from a worker thread."""
 
@@ -255,19 +273,7 @@ class EmbeddedPostgres:
 
     def postmaster(self) -> Postmaster | None:
         """The cluster running on this data directory, if any."""
-        pidfile = self.pgdata / "postmaster.pid"
-        try:
-            lines = pidfile.read_text().splitlines()
-        except (FileNotFoundError, PermissionError):
-            return None
-        try:
-            pid, port = int(lines[0]), int(lines[3])
-            os.kill(pid, 0)
-        except (IndexError, ValueError, ProcessLookupError, PermissionError):
-            return None
-        if not _is_postgres(pid):  # a stale pid file whose pid was reused
-            return None
-        return Postmaster(pid, port)
+        return running_postmaster(self.data_dir)
 
     def start(self) -> str:
         """Start the cluster and return its connection URL (credentials included).
@@ -295,8 +301,9 @@ class EmbeddedPostgres:
         port_file = self.data_dir / "port"
         running = self.postmaster()
         if running is not None:
-            log.warning("adopted the embedded PostgreSQL left running by an earlier broker; "
-                        "restarting it with this broker's options",
+            log.warning("adopted the embedded PostgreSQL left running by an earlier broker "
+                        "that did not stop cleanly (killed or crashed): restarting it with "
+                        "this broker's options",
                         extra={"pid": running.pid, "port": running.port,
                                "pgdata": str(self.pgdata)})
             self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", "fast", "stop")
