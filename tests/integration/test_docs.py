@@ -127,3 +127,20 @@ async def test_the_readme_shows_parallel_consumers_on_partitions(http_url, tmp_p
     assert first["leaseId"] != second["leaseId"]
     assert len({a["partition"], b["partition"], c["partition"]}) == 3
     assert sorted(m["data"] for m in (a, b, c)) == [1, 2, 3]
+
+
+def test_the_readme_first_screen_says_how_to_start_safely_and_what_works():
+    # Issue 25: the two set-up commands, the loopback default, the worker example, and where
+    # each 2.x surface stands, before the first walk-through.
+    from queen_trio.web.routes.table import NOT_IN_THIS_BROKER
+
+    text = (ROOT / "README.md").read_text()
+    first = text[:text.index("\n## Try it\n")]
+    set_up = section(text, "## Set up")
+    assert "127.0.0.1" in set_up and "--require-database" in set_up
+    assert "QUEEN_CORS_ORIGINS" in set_up
+    assert "examples/worker.py" in first and "examples/producer.py" in first
+    surfaces = section(text, "## Where each 2.x surface stands")
+    for method, path in NOT_IN_THIS_BROKER:
+        family = "/".join(path.split("/")[:4])  # /api/v1/timers, /streams/v1/cycle
+        assert family in surfaces, (method, path)
