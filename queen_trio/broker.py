@@ -79,7 +79,8 @@ class Broker:
             listener=self.listener.statistics(),
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
                       self.stats_maintenance.statistics()],
-            stats_samples=sampler.samples, stats_failures=sampler.failures)
+            stats_samples=sampler.samples, stats_failures=sampler.failures,
+            encryption=self.cipher.status)
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()

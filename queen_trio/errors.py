@@ -34,8 +34,10 @@ class DatabaseUnavailable(QueenError):
     """The database cannot be reached; the message says "database connection unavailable",
     which is what the official consume loop retries on."""
 
+    prefix = "database connection unavailable: "
+
     def __init__(self, cause: BaseException | str) -> None:
-        super().__init__(f"database connection unavailable: {cause}")
+        super().__init__(f"{self.prefix}{cause}")
 
 
 class Overloaded(QueenError):

@@ -13,8 +13,8 @@ Fixtures:
 - `queen_url`: the base URL of an empty broker, for each test. The broker is the one for the
   test's settings (ini `queen_settings`, then `@pytest.mark.queen(...)` markers, the closest
   last), started once per distinct settings and `reset()` before each test that uses it.
-- `queen_client`: a queen-mq `Queen` bound to `queen_url` (needs queen-mq:
-  `pip install 'queen-trio[pytest]'`).
+- `queen_client`: a queen-mq `Queen` bound to `queen_url` (needs queen-mq, which the
+  `pytest` extra brings: docs/testing.md#installing).
 
 With `--queen-traces`, the report of a failing test that used one of them shows the trace
 timelines recorded and the messages pushed during the test, rendered as `queen-trio trace`
@@ -151,7 +151,7 @@ def queen_url(request: pytest.FixtureRequest) -> str:
     try:
         settings = settings_of(request.node)
         broker = _brokers(request.config).broker(settings)
-    except TypeError as exc:  # a setting that does not exist
+    except (TypeError, ValueError) as exc:  # no such setting, or a value it cannot take
         pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
     broker.reset()
     request.node.stash[_TEST_BROKER] = broker
@@ -166,8 +166,9 @@ def queen_client(queen_url: str) -> Iterator[Any]:
         import httpx
         from queen import Queen
     except ImportError:
-        pytest.fail("queen_client needs the queen-mq package: pip install "
-                    "'queen-trio[pytest]'", pytrace=False)
+        pytest.fail("queen_client needs the queen-mq package: pip install queen-mq (or "
+                    "install queen-trio with its pytest extra: docs/testing.md#installing)",
+                    pytrace=False)
     # Queen installs SIGINT/SIGTERM handlers of its own: pytest's come back after the test.
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))

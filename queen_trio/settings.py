@@ -87,6 +87,20 @@ def parse_log_format(name: str, raw: str) -> str:
     return form
 
 
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s]+")
+
+
+def parse_origins(name: str, raw: str) -> tuple[str, ...]:
+    """Web origins, comma-separated: `scheme://host[:port]` as a browser sends it in `Origin`
+    (no path, no trailing slash, which would never match), or `*`."""
+    origins = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise ConfigError(f"{name}: {origin!r} is not an origin: use scheme://host[:port] "
+                              "with no path (https://app.example.com), or *")
+    return origins
+
+
 def parse_public_key(name: str, raw: str) -> str:
     """A PEM key given as itself, or as the path of a file holding it (read once, here)."""
     if raw.lstrip().startswith("-----BEGIN"):
@@ -509,7 +523,11 @@ class Settings:
 
     # Listening, the data directory and the database.
     host: str = setting(
-        "0.0.0.0", env="HOST", flag="--host", metavar="ADDRESS", doc="listen address")
+        "127.0.0.1", env="HOST", flag="--host", metavar="ADDRESS",
+        doc="listen address: loopback unless told otherwise, as PostgreSQL and Redis do. "
+            "`0.0.0.0` (or a host's address) opens the port to the network; with "
+            "authentication off the broker then warns at start "
+            "([self-hosting.md](self-hosting.md#exposure-limits-and-overload))")
     port: int = setting(
         6632, env="PORT", flag="--port", metavar="PORT",
         check=between(1, 65535), doc="listen port")
@@ -525,6 +543,11 @@ class Settings:
         shown="unset: the embedded PostgreSQL",
         doc="external PostgreSQL, `postgresql://...`; the `PG_*` variables build one when "
             "`DATABASE_URL` is unset")
+    require_database: bool = setting(
+        False, env="QUEEN_REQUIRE_DATABASE", flag="--require-database",
+        doc="exit 2 at start, with the line that names the host, the port and the error, when "
+            "the database cannot be reached. Off: the broker starts anyway, spools pushes and "
+            "says so every 30 s until the database answers")
     db_pool_size: int = setting(
         20, env="DB_POOL_SIZE", check=at_least(2),
         doc="maximum connections in the pool, which opens them on demand (it keeps none open "
@@ -569,6 +592,12 @@ class Settings:
         doc="open HTTP connections; past it the broker stops accepting, so new clients wait in "
             "the listen backlog (1024), and logs `connection limit reached` at most once a "
             "minute")
+    cors_origins: tuple[str, ...] = setting(
+        (), env="QUEEN_CORS_ORIGINS", parse=parse_origins, shown="unset: no origin",
+        doc="web origins whose pages may call the API from a browser, comma-separated "
+            "(`https://app.example.com,http://localhost:3000`), or `*` for any. Only they get "
+            "the CORS headers and an `OPTIONS` answer that allows them; the dashboard is "
+            "same-origin and needs none")
     encryption_key: str | None = setting(
         None, env="QUEEN_ENCRYPTION_KEY",
         doc="AES-256-GCM key, 64 hex characters. A malformed key logs one warning at start; a "
@@ -700,6 +729,16 @@ class Settings:
         """Whether the data directory holds this broker's cluster or spool (then one broker
         per directory: storage/datadir.py)."""
         return self.database_url is None or self.spool_dir is None
+
+    @property
+    def data_dir_fix(self) -> str:
+        """What a second broker refused on this data directory should be given instead."""
+        if self.database_url is None:
+            return ("a second broker needs its own --data-dir (or QUEEN_DATA_DIR), and the "
+                    "first one's database as DATABASE_URL to share its queues: "
+                    "docs/operations.md#two-brokers-on-one-database")
+        return ("with DATABASE_URL this broker keeps only its spool there: give it its own "
+                "FILE_BUFFER_DIR, or its own --data-dir (or QUEEN_DATA_DIR)")
 
     @property
     def call_deadline_seconds(self) -> float:

@@ -97,30 +97,48 @@ def read_token(path: Path) -> str:
     return token
 
 
+FLAG_NAMES = ("server", "token", "token_file", "context", "timeout")
+
+
+def connection_flags(*server_names: str) -> list[Callable[[Any], Any]]:
+    """The click options of the connection flags."""
+    return [
+        click.option(*(server_names or ("--server",)), "server", metavar="URL",
+                     help=f"the broker (QUEEN_SERVER; default {DEFAULT_SERVER})"),
+        click.option("--token", metavar="T", help="a bearer token (QUEEN_TOKEN)"),
+        click.option("--token-file", type=click.Path(path_type=Path), metavar="F",
+                     help="read the bearer token from a file"),
+        click.option("--context", metavar="NAME",
+                     help="a context of the config file (QUEEN_CONTEXT; default: current)"),
+        click.option("--timeout", type=click.FloatRange(min=0.1), metavar="S",
+                     help=f"seconds to wait for an answer (default {DEFAULT_TIMEOUT:g})"),
+    ]
+
+
+def global_flags() -> Flags:
+    """The connection flags given before the command (`queen-trio --server URL queue list`),
+    which the root command keeps in its context's `obj`."""
+    context = click.get_current_context(silent=True)
+    found = context.find_root().obj if context is not None else None
+    return found if isinstance(found, Flags) else Flags()
+
+
 def connection_options(*, url_alias: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """--server, --token, --token-file, --context and --timeout, handed to the command as one
-    resolved `connection` argument (`url_alias`: `--url` also names the server)."""
+    resolved `connection` argument (`url_alias`: `--url` also names the server). A flag
+    given after the command wins over the same flag given before it."""
     server_names = ("--server", "--url") if url_alias else ("--server",)
 
     def decorate(command: Callable[..., Any]) -> Any:
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            flags = Flags(**{key: kwargs.pop(key) for key in
-                             ("server", "token", "token_file", "context", "timeout")})
+            before = global_flags()
+            flags = Flags(**{key: kwargs.pop(key) for key in FLAG_NAMES})
+            flags = Flags(**{key: getattr(flags, key) if getattr(flags, key) is not None
+                             else getattr(before, key) for key in FLAG_NAMES})
             return command(*args, connection=resolve(flags), **kwargs)
 
-        options = [
-            click.option(*server_names, "server", metavar="URL",
-                         help=f"the broker (QUEEN_SERVER; default {DEFAULT_SERVER})"),
-            click.option("--token", metavar="T", help="a bearer token (QUEEN_TOKEN)"),
-            click.option("--token-file", type=click.Path(path_type=Path), metavar="F",
-                         help="read the bearer token from a file"),
-            click.option("--context", metavar="NAME",
-                         help="a context of the config file (QUEEN_CONTEXT; default: current)"),
-            click.option("--timeout", type=click.FloatRange(min=0.1), metavar="S",
-                         help=f"seconds to wait for an answer (default {DEFAULT_TIMEOUT:g})"),
-        ]
-        for option in reversed(options):
+        for option in reversed(connection_flags(*server_names)):
             wrapper = option(wrapper)
         return wrapper
 

@@ -20,11 +20,10 @@ from .api import Api, segment
 from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
-from .output import Output, col, output_options
+from .output import QUEUE_MODE, Output, col, output_options
 from .streams import Idle, Lines, emit, streaming
 from .times import TIME, iso
 
-QUEUE_MODE = "__QUEUE_MODE__"
 THROWAWAY_PREFIX = "queen-trio-tail-"
 ACK_STATUSES = ("completed", "failed", "retry", "dlq")
 FOLLOW_POLL_SECONDS = 30.0
@@ -160,6 +159,8 @@ def pop(connection: Connection, queue: str | None, batch: int, group: str | None
                 known = api.send("GET", f"/api/v1/resources/queues/{segment(queue)}")
                 if known.status_code == 404:
                     raise CliError(f"queue {queue} not found", Exit.NOT_FOUND)
+            if sys.stdout.isatty():  # a person, not a pipeline: an empty answer says so
+                print("queen-trio pop: no message", file=sys.stderr)
             return Exit.EMPTY
         deliver(api, message_lines(reply), ack_after=False)
     return Exit.OK
@@ -176,6 +177,9 @@ def pop(connection: Connection, queue: str | None, batch: int, group: str | None
 @click.option("-f", "--follow", is_flag=True, help="keep waiting for new messages")
 @click.option("--group", help="read as this consumer group (default: a throwaway group "
                               "subscribed to new messages, deleted on exit)")
+@click.option("--from-start", is_flag=True,
+              help="the throwaway group starts at the oldest message the queue holds, not at "
+                   "new ones (other groups' cursors do not move)")
 @click.option("--queue-mode", is_flag=True, help="read in queue mode instead of a group")
 @click.option("--auto-ack", "ack_mode", flag_value="auto",
               help="each pop consumes its messages (at most once)")
@@ -191,25 +195,30 @@ def pop(connection: Connection, queue: str | None, batch: int, group: str | None
 @click.option("--subscription-from", type=TIME, help="--group's first pop starts at TIME")
 @connection_options()
 def tail(connection: Connection, queue: str, follow: bool, group: str | None,
-         queue_mode: bool, ack_mode: str | None, batch: int, wait: float | None,
-         subscription_mode: str | None, subscription_from: Any) -> int:
+         from_start: bool, queue_mode: bool, ack_mode: str | None, batch: int,
+         wait: float | None, subscription_mode: str | None, subscription_from: Any) -> int:
     """Print a queue's messages as they are popped, one JSON line each, using long polls.
 
     By default each batch is acked (completed) once its lines are flushed. Without -f the
     tail ends at the first empty pop. Without --group it reads through a throwaway group
-    `queen-trio-tail-<host>-<pid>-<random>` subscribed to new messages, deleted on every exit
+    `queen-trio-tail-<host>-<pid>-<random>` subscribed to new messages (with --from-start, to
+    everything the queue holds), deleted on every exit
     the CLI can catch (a killed tail leaves it behind: see `queen-trio group list`). On SIGPIPE,
     Ctrl-C or SIGTERM the unprinted messages are given back (nack as retry)."""
     if group and queue_mode:
         raise click.UsageError("--group and --queue-mode exclude each other")
     throwaway = group is None and not queue_mode
     if throwaway and (subscription_mode or subscription_from):
-        raise click.UsageError("a throwaway group always starts at new messages: give --group")
+        raise click.UsageError("a throwaway group starts at new messages, or with --from-start "
+                               "at the oldest: give --group for another start")
+    if from_start and not throwaway:
+        raise click.UsageError("--from-start is the throwaway group's: with --group, use "
+                               "--subscription-mode all")
     name = QUEUE_MODE if queue_mode else (group or throwaway_group())
     poll = wait if wait is not None else (FOLLOW_POLL_SECONDS if follow else 1.0)
     params = {"batch": batch, "partitions": 10, "wait": True, "timeout": int(poll * 1000),
               "consumerGroup": name, "autoAck": ack_mode == "auto" or None,
-              **(subscription("new", None) if throwaway
+              **(subscription("all" if from_start else "new", None) if throwaway
                  else subscription(subscription_mode, subscription_from))}
     api = Api(connection)
     # --no-ack: the latest delivery of each partition, which the reader may not have settled

@@ -12,7 +12,7 @@ from .connection import Connection, connection_options
 from .consuming import is_throwaway
 from .failures import CliError
 from .help import examples
-from .output import Output, Row, col, confirm, output_options, when
+from .output import QUEUE_MODE, Output, Row, col, confirm, group_label, output_options, when
 from .times import iso, parse_time
 
 
@@ -22,13 +22,14 @@ def group() -> None:
 
 
 def kind(name: str) -> str:
-    if name == "__QUEUE_MODE__":
+    if name == QUEUE_MODE:
         return "queue mode"
     return "tail (throwaway)" if is_throwaway(name) else ""
 
 
 GROUP_COLUMNS = [
-    col("GROUP", "name"), col("QUEUE", "queueName"), col("STATE", "state"),
+    col("GROUP", lambda g: group_label(g["name"])), col("QUEUE", "queueName"),
+    col("STATE", "state"),
     col("LAG", "totalLag"), col("MAX LAG (S)", "maxTimeLag"),
     col("PROCESSING", "processing"), col("DLQ", "deadLetters"), col("KIND", "kind"),
     col("SUBSCRIPTION", "subscriptionMode", wide=True),

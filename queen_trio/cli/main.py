@@ -19,6 +19,7 @@ from .. import __version__
 from ..exits import Exit
 from . import consuming, contexts, groups, manifests, probes, producing, resources, traces
 from .completion import COMPLETE_VAR, PROG, completion
+from .connection import Flags, connection_flags
 from .failures import CliError, StdoutClosed, Terminated
 from .serve import serve
 from .spool import spool
@@ -65,8 +66,14 @@ class Tree(click.Group):
              context_settings={"help_option_names": ["-h", "--help"],
                                "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
-def root() -> None:
-    pass
+def root(**flags: object) -> None:
+    # The connection flags may come before the command too (`queen-trio --server URL queue
+    # list`); the command's own win (cli/connection.py).
+    click.get_current_context().obj = Flags(**flags)  # type: ignore[arg-type]
+
+
+for flag in connection_flags():
+    root = flag(root)
 
 
 for command in (serve, probes.ping, probes.version, probes.status, probes.lag,

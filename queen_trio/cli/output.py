@@ -48,6 +48,43 @@ def col(header: str, key: str | tuple[str, ...] | Callable[[Row], Any], *,
     return Column(header, getter, wide)
 
 
+# Queue mode's internal group name: kept in JSON, YAML, NDJSON and names (the API's), shown
+# as "queue mode" in tables, which people read.
+QUEUE_MODE = "__QUEUE_MODE__"
+
+
+def group_label(name: Any) -> Any:
+    return "queue mode" if name == QUEUE_MODE else name
+
+
+def figure_columns(*path: str, upper: bool = True) -> list[Column]:
+    """A queue's or a partition's message counters (`path` leads to the API's counters) as
+    every table shows them, adding up: total = pending (not delivered yet) + processing
+    (delivered, not acked) + consumed (acked or dead-lettered), each where the slowest
+    consumer group stands; and the dead letters apart, since they are every group's
+    (docs/cli.md#message-counters)."""
+
+    def counter(name: str) -> Callable[[Row], Any]:
+        def get(row: Row) -> Any:
+            value: Any = row
+            for part in path:
+                value = value.get(part, {}) if isinstance(value, dict) else {}
+            return value.get(name) if isinstance(value, dict) else None
+        return get
+
+    def consumed(row: Row) -> Any:
+        total, pending, processing = (counter(n)(row) for n in ("total", "pending",
+                                                                "processing"))
+        if None in (total, pending, processing):
+            return None
+        return total - pending - processing
+
+    named = [("total", counter("total")), ("pending", counter("pending")),
+             ("processing", counter("processing")), ("consumed", consumed),
+             ("dead letters (every group)" if not upper else "DLQ", counter("deadLetter"))]
+    return [Column(header.upper() if upper else header, get, False) for header, get in named]
+
+
 def when(value: Any) -> str:
     """An ISO timestamp, shortened for a table: 2026-12-01T07:24:02.123456Z -> 2026-12-01
     07:24:02."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,9 +15,26 @@ from .api import Api, check, segment
 from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
-from .output import Output, Row, col, output_options, when
+from .output import Output, Row, col, figure_columns, group_label, output_options, when
 
-COUNTERS = ("total", "pending", "processing", "completed", "failed", "deadLetter")
+
+def say_left_behind() -> None:
+    """With no broker answering: an embedded PostgreSQL still running on this machine's data
+    directory without its broker (one that was killed) is said on stderr, with what to do."""
+    import os
+
+    from ..settings import default_data_dir
+    from ..storage.datadir import held  # doors: they read two files and start nothing
+    from ..storage.embedded import running_postmaster
+
+    data_dir = Path(os.environ.get("QUEEN_DATA_DIR") or default_data_dir())
+    running = running_postmaster(data_dir)
+    if running is None or held(data_dir):
+        return
+    print(f"queen-trio status: the embedded PostgreSQL of {data_dir} (pid {running.pid}, port "
+          f"{running.port}) is running without its broker, which did not stop cleanly: "
+          f"`queen-trio serve` adopts it, or stop it with `pg_ctl -D {data_dir / 'pgdata'} stop`",
+          file=sys.stderr)
 
 
 def health(api: Api) -> tuple[dict[str, Any], float]:
@@ -93,12 +112,18 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
     if queue is None:
         if partitions:
             raise click.UsageError("--partitions needs a QUEUE")
-        body = api.get("/api/v1/status")
+        try:
+            body = api.get("/api/v1/status")
+        except CliError as exc:
+            if exc.status == Exit.UNREACHABLE:
+                say_left_behind()
+            raise
         fields = [
-            *(col(name, ("messages", name)) for name in COUNTERS),
+            *figure_columns("messages", upper=False),
+            col("retrying", ("messages", "failed")),
             col("leases", ("leases", "active")),
-            col("in flight", ("leases", "totalBatchSize")),
-            col("dead letters", ("deadLetterQueue", "totalMessages")),
+            # Every group's leased messages; `processing` counts the slowest group's only.
+            col("in flight (every group)", ("leases", "totalBatchSize")),
             col("workers", lambda b: len(b["workers"])),
             col("queues", lambda b: len(b["queues"])),
             col("answered by", "answeredBy", wide=True),
@@ -115,7 +140,7 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
               col("task", ("queue", "task")), col("priority", ("queue", "priority")),
               col("created", lambda b: when(info["createdAt"])),
               col("partitions", lambda b: len(b["partitions"])),
-              *(col(name, ("totals", name)) for name in COUNTERS),
+              *figure_columns("totals", upper=False),
               *(col(key, ("queue", "config", key), wide=True) for key in info["config"])]
     sections = []
     if partitions:
@@ -124,10 +149,7 @@ def status(connection: Connection, out: Output, queue: str | None, partitions: b
 
 
 PARTITION_STATS = [
-    col("PARTITION", "name"),
-    *(col(name.upper(), ("messages", name))
-      for name in ("total", "pending", "processing", "completed")),
-    col("DLQ", ("messages", "deadLetter")),
+    col("PARTITION", "name"), *figure_columns("messages"),
     col("LAST ACTIVITY", lambda p: when(p.get("lastActivity"))),
     col("FAILED", ("messages", "failed"), wide=True),
     col("OLDEST", lambda p: when(p.get("oldestMessage")), wide=True),
@@ -136,7 +158,7 @@ PARTITION_STATS = [
 
 
 LAG_COLUMNS = [
-    col("GROUP", "consumer_group"), col("QUEUE", "queue_name"),
+    col("GROUP", lambda r: group_label(r["consumer_group"])), col("QUEUE", "queue_name"),
     col("PARTITION", "partition_name"), col("MESSAGES", "offset_lag"),
     col("SECONDS", "time_lag_seconds"),
     col("OLDEST", lambda r: when(r["oldest_unconsumed_at"])),

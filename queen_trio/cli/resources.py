@@ -12,11 +12,8 @@ from .api import Api, segment
 from .connection import Connection, connection_options
 from .failures import CliError
 from .help import examples
-from .output import Output, col, confirm, output_options, when
+from .output import Output, col, confirm, figure_columns, output_options, when
 from .times import TIME, iso
-
-COUNTS = ("pending", "processing", "completed", "deadLetter")
-
 
 # -- queue -------------------------------------------------------------------------------------
 
@@ -26,11 +23,9 @@ def queue() -> None:
 
 
 QUEUE_COLUMNS = [
-    col("NAME", "name"), col("PARTITIONS", "partitions"),
-    col("PENDING", ("messages", "pending")), col("PROCESSING", ("messages", "processing")),
-    col("COMPLETED", ("messages", "completed")), col("DLQ", ("messages", "deadLetter")),
+    col("NAME", "name"), col("PARTITIONS", "partitions"), *figure_columns("messages"),
     col("NAMESPACE", "namespace", wide=True), col("TASK", "task", wide=True),
-    col("PRIORITY", "priority", wide=True), col("TOTAL", ("messages", "total"), wide=True),
+    col("PRIORITY", "priority", wide=True),
     col("CREATED", lambda q: when(q["createdAt"]), wide=True),
     col("LAST ACTIVITY", lambda q: when(q["lastActivity"]), wide=True),
 ]
@@ -54,8 +49,7 @@ def list_queues(connection: Connection, out: Output, namespace: str | None, task
 
 
 PARTITION_COLUMNS = [
-    col("PARTITION", "name"), col("TOTAL", ("stats", "total")),
-    *(col(c.upper() if c != "deadLetter" else "DLQ", ("stats", c)) for c in COUNTS),
+    col("PARTITION", "name"), *figure_columns("stats"),
     col("GROUPS", "groups"), col("LAST ACTIVITY", lambda p: when(p.get("lastActivity"))),
     col("OLDEST", lambda p: when(p.get("oldestMessage")), wide=True),
     col("ID", "id", wide=True),
@@ -75,7 +69,7 @@ def describe_queue(connection: Connection, out: Output, name: str) -> None:
     record = {**detail, "options": config}
     fields = [col("name", "name"), col("namespace", "namespace"), col("task", "task"),
               col("priority", "priority"), col("created", lambda r: when(r["createdAt"])),
-              *(col(c, ("totals", c)) for c in ("total", *COUNTS)),
+              *figure_columns("totals", upper=False),
               *(col(key, ("options", key)) for key in config
                 if key not in ("priority", "maxQueueSize"))]
     out.record(record, fields, name=detail["name"],
@@ -159,8 +153,10 @@ def list_partitions(connection: Connection, out: Output, queue_name: str | None,
     """Partitions by queue then name, with what each holds and has left to consume."""
     body = Api(connection).get("/api/v1/resources/partitions", queue=queue_name, limit=limit)
     out.rows(body["partitions"], [
+        # The API's `pending` here is what the slowest group has not consumed, in flight
+        # included: named for what it counts.
         col("QUEUE", "queue"), col("PARTITION", "name"), col("TOTAL", "total"),
-        col("PENDING", "pending"), col("LAST ACTIVITY", lambda p: when(p["lastActivity"])),
+        col("UNCONSUMED", "pending"), col("LAST ACTIVITY", lambda p: when(p["lastActivity"])),
         col("CREATED", lambda p: when(p["createdAt"]), wide=True), col("ID", "id", wide=True)],
         name=lambda p: f"{p['queue']}/{p['name']}")
 

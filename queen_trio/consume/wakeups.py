@@ -7,6 +7,7 @@ costs latency, never a message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -135,8 +136,10 @@ class NotifyListener:
                 await lost.wait()
                 log.warning("LISTEN connection lost; long polls rely on re-checks until it is back")
             except Exception as exc:
-                # Logged once at boot and when the connection drops, not once per retry.
-                log.log(logging.WARNING if not started else logging.DEBUG,
+                # Logged once at boot and when the connection drops, not once per retry; a
+                # server that cannot be reached at all is said by the database's own line.
+                quiet = started or isinstance(exc, (OSError, asyncio.TimeoutError, TimeoutError))
+                log.log(logging.DEBUG if quiet else logging.WARNING,
                         "LISTEN connection unavailable; long polls rely on re-checks",
                         extra={"error": str(exc)})
                 if not started:

@@ -189,7 +189,9 @@ async def seek(db: Database, wakeups: WakeRegistry, group: str, queue: str, body
     reply: dict[str, Any] = {"success": True, "consumerGroup": group, "queueName": q["name"],
                              "seekToEnd": to_end, "targetTimestamp": stamp(target)}
     if partition is None:
-        reply["partitionsUpdated"] = len(moved)
+        # The partitions the group had touched (consumer_state.touched_at), as the reference
+        # counts: not the never-consumed ones it only joined.
+        reply["partitionsUpdated"] = sum(1 for row in moved if row["touched"])
     else:
         reply.update({"partitionName": partition, "updated": bool(moved),
                       "cursorMovedTo": stamp(moved[0]["moved_after"]) if moved else None})

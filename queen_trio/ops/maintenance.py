@@ -15,7 +15,7 @@ import attrs
 import trio
 
 from ..logs import Throttle
-from ..storage.database import Database
+from ..storage.database import Database, is_connection_failure
 from ..storage.sql import Q
 
 log = logging.getLogger("queen_trio.maintenance")
@@ -27,12 +27,17 @@ RETENTION_LOCK_KEY = 0x51_75_65_65_6E_02
 
 
 async def run_exclusive(
-    db: Database, lock_key: int, work: Callable[[asyncpg.Connection], Awaitable[T]]
+    db: Database, lock_key: int, work: Callable[[asyncpg.Connection], Awaitable[T]], *,
+    wait: bool = False,
 ) -> T | None:
-    """Run `work` in a transaction holding `lock_key`; None when another broker has it."""
+    """Run `work` in a transaction holding `lock_key`; None when another broker has it.
+    `wait`: wait for the pass that holds it (another broker's, or this broker's own timer,
+    whose first pass runs at start), then run: for a caller that must have its own pass."""
 
     async def run(conn: asyncpg.Connection) -> T | None:
-        if not await Q.try_maintenance_lock.fetchval(conn, lock_key=lock_key):
+        if wait:
+            await Q.maintenance_lock.execute(conn, lock_key=lock_key)
+        elif not await Q.try_maintenance_lock.fetchval(conn, lock_key=lock_key):
             return None
         return await work(conn)
 
@@ -40,15 +45,17 @@ async def run_exclusive(
 
 
 async def reclaim_partitions(
-    db: Database, *, idle_days: int, now: dt.datetime | None = None, limit: int = 1000
+    db: Database, *, idle_days: int, now: dt.datetime | None = None, limit: int = 1000,
+    wait: bool = False,
 ) -> int | None:
-    """Delete empty partitions idle for `idle_days` as of `now`; the number deleted."""
+    """Delete empty partitions idle for `idle_days` as of `now`; the number deleted (None:
+    another pass had the lock, unless `wait`)."""
 
     async def work(conn: asyncpg.Connection) -> int:
         rows = await Q.reclaim_partitions.fetch(conn, now=now, idle_days=idle_days, limit=limit)
         return len(rows)
 
-    return await run_exclusive(db, RECLAIM_LOCK_KEY, work)
+    return await run_exclusive(db, RECLAIM_LOCK_KEY, work, wait=wait)
 
 
 @attrs.frozen
@@ -68,6 +75,9 @@ class PeriodicService:
     """
 
     name = "maintenance"
+    # Kinds of work a pass does every time (the stats' snapshots): counted, never logged, so
+    # an idle broker stays quiet.
+    routine: frozenset[str] = frozenset()
 
     def __init__(self, interval: float) -> None:
         self._interval = interval
@@ -98,7 +108,7 @@ class PeriodicService:
         else:
             self._passes += 1
             self._totals.update(done)
-            if any(done.values()):
+            if any(n for kind, n in done.items() if kind not in self.routine):
                 log.info(self.name, extra=dict(done))
         return done
 
@@ -108,7 +118,8 @@ class PeriodicService:
             try:
                 await self.run_pass()
             except Exception as exc:  # the broker keeps serving
-                held = self._throttle.admit()
+                # An unreachable database is said once, by the database (no traceback).
+                held = None if is_connection_failure(exc) else self._throttle.admit()
                 if held is not None:
                     log.warning(f"{self.name} failed", exc_info=True,
                                 extra={"error": str(exc), "failures_held_back": held})
@@ -131,14 +142,15 @@ class PartitionReclaimer(PeriodicService):
 
 
 async def retention_pass(db: Database, *, now: dt.datetime | None = None,
-                         limit: int = 1000) -> dict[str, int] | None:
-    """One retention, eviction and pruning pass as of `now`; None when another broker runs it."""
+                         limit: int = 1000, wait: bool = False) -> dict[str, int] | None:
+    """One retention, eviction and pruning pass as of `now`; None when another pass holds the
+    lock (a broker's, this one's own timer's), unless `wait`."""
 
     async def work(conn: asyncpg.Connection) -> dict[str, int]:
         row = await Q.retention_pass.fetchrow(conn, now=now, limit=limit)
         return dict(row)
 
-    return await run_exclusive(db, RETENTION_LOCK_KEY, work)
+    return await run_exclusive(db, RETENTION_LOCK_KEY, work, wait=wait)
 
 
 class RetentionService(PeriodicService):

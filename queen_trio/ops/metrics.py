@@ -37,6 +37,7 @@ from ..consume.wakeups import ListenerStatistics, WakeStatistics
 from ..push.lane import LaneStatistics
 from ..push.spool import SpoolStatistics
 from ..storage.database import Database, DatabaseStatistics
+from ..storage.encryption import EncryptionStatus
 from ..storage.sql import Q
 from .activity import ActivityStatistics, HistogramSnapshot
 from .maintenance import PeriodicStatistics
@@ -103,6 +104,7 @@ class ProcessFigures:
     periodic: Sequence[PeriodicStatistics]
     stats_samples: int
     stats_failures: int
+    encryption: EncryptionStatus = EncryptionStatus(False)
 
     @property
     def pool_active(self) -> int:
@@ -284,6 +286,11 @@ def worker_families(f: ProcessFigures) -> list[Family]:
         for kind, n in sorted(p.totals.items()):
             c("queen_maintenance_changes_total", "What maintenance changed, by kind.", n,
               service=p.name, kind=kind)
+    g("queen_encryption_enabled", "1 when payloads of queues with encryptionEnabled are "
+      "encrypted; 0 without a usable QUEEN_ENCRYPTION_KEY.", int(f.encryption.enabled))
+    g("queen_encryption_key_malformed", "1 when QUEEN_ENCRYPTION_KEY is set but cannot be used "
+      "(encryption is then off: queues with encryptionEnabled store plaintext).",
+      int(f.encryption.malformed))
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
@@ -439,5 +446,6 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
                          "failures": p.failures, "lastError": p.last_error,
                          "totals": dict(p.totals)} for p in f.periodic],
         "statsAge": stats_age,
+        "encryption": f.encryption.to_wire(),
     }
 

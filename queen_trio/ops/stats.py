@@ -25,7 +25,7 @@ import trio
 
 from .. import wire
 from ..logs import Throttle
-from ..storage.database import Database
+from ..storage.database import Database, is_connection_failure
 from ..storage.sql import Q
 from .activity import QueueActivity
 from .maintenance import PeriodicService, run_exclusive
@@ -111,7 +111,8 @@ class StatsSampler:
                 try:
                     await self.sample_now()
                 except Exception as exc:  # the broker keeps serving; the next turn retries
-                    held = self._throttle.admit()
+                    # An unreachable database is said once, by the database (no traceback).
+                    held = None if is_connection_failure(exc) else self._throttle.admit()
                     if held is not None:
                         log.warning("stats sample failed", exc_info=True,
                                     extra={"error": str(exc), "failures_held_back": held})
@@ -242,9 +243,10 @@ def _queue_rows(now: ProcessFigures, before: ProcessFigures | None,
     return rows
 
 
-async def stats_pass(db: Database, *, retention_days: int,
-                     now: dt.datetime | None = None) -> dict[str, int] | None:
-    """Snapshot every queue's figures and prune old samples; None when another broker runs it."""
+async def stats_pass(db: Database, *, retention_days: int, now: dt.datetime | None = None,
+                     wait: bool = False) -> dict[str, int] | None:
+    """Snapshot every queue's figures and prune old samples; None when another pass holds the
+    lock, unless `wait`."""
 
     async def work(conn: asyncpg.Connection) -> dict[str, int]:
         snapshot = await Q.stats_snapshot_queues.execute(conn)
@@ -252,7 +254,7 @@ async def stats_pass(db: Database, *, retention_days: int,
         pruned += await Q.stats_prune_hidden.fetchval(conn)
         return {"snapshots": int(snapshot.split()[-1]), "pruned": int(pruned)}
 
-    return await run_exclusive(db, STATS_LOCK_KEY, work)
+    return await run_exclusive(db, STATS_LOCK_KEY, work, wait=wait)
 
 
 # POST /stats/refresh waits this long for a pass already running elsewhere.
@@ -264,6 +266,7 @@ class StatsMaintenance(PeriodicService):
     """The cluster's per-queue snapshot and sample pruning, every minute, on one broker."""
 
     name = "stats maintenance"
+    routine = frozenset({"snapshots"})  # every minute: logged only when it also pruned
 
     def __init__(self, db: Database, *, retention_days: int, interval: float = 60.0) -> None:
         super().__init__(interval)

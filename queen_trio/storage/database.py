@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 import attrs
 import trio
 import trio_asyncio
 
-from ..errors import DatabaseUnavailable, Overloaded
+from ..errors import ConfigError, DatabaseUnavailable, Overloaded
+from ..logs import Throttle
 from .holding import Hold
 from .schema import migrate
 from .sql import Q, Query
@@ -77,6 +80,77 @@ def is_connection_failure(exc: BaseException) -> bool:
         state = getattr(exc, "sqlstate", "") or ""
         return any(state.startswith(prefix) for prefix in _UNAVAILABLE_SQLSTATES)
     return False
+
+
+# While the database does not answer, one line says so at most this often.
+UNREACHABLE_LOG_SECONDS = 30.0
+
+
+def database_address(url: str) -> str:
+    """`host:port` of a database URL, for messages (no user, no password)."""
+    try:
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        host = parts.hostname or query.get("host") or "localhost"
+        port = parts.port or int(query.get("port") or 5432)
+    except ValueError:
+        return "(unparsable URL)"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What went wrong, in the words an operator can act on."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseUnavailable) and exc.__cause__ else exc
+    if isinstance(cause, socket.gaierror):
+        return f"host name does not resolve ({cause.strerror})"
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused (nothing listens on that port)"
+    if isinstance(cause, (asyncio.TimeoutError, TimeoutError)):
+        return "no answer within the connection timeout"
+    text = str(cause) or type(cause).__name__
+    return text.removeprefix(DatabaseUnavailable.prefix)
+
+
+class Reachability:
+    """Whether the database answers, and why not. While it does not, one warning line at most
+    every UNREACHABLE_LOG_SECONDS names the host, the port and the error (never a traceback:
+    an outage is expected, the broker spools through it); one line says when it is back."""
+
+    def __init__(self, url: str) -> None:
+        self.address = database_address(url)
+        self.reason: str | None = None
+        self._throttle = Throttle(UNREACHABLE_LOG_SECONDS)
+
+    def line(self, exc: BaseException) -> str:
+        return f"database unreachable at {self.address}: {describe_failure(exc)}"
+
+    def failed(self, exc: BaseException) -> None:
+        self.reason = self.line(exc)
+        held = self._throttle.admit()
+        if held is not None:
+            log.warning(self.reason, extra={"address": self.address,
+                                            "error": describe_failure(exc),
+                                            "failures_held_back": held})
+
+    def answered(self) -> None:
+        if self.reason is not None:
+            self.reason = None
+            self._throttle = Throttle(UNREACHABLE_LOG_SECONDS)
+            log.info("database reachable again", extra={"address": self.address})
+
+
+async def require_reachable(url: str, *, connect_seconds: float, source: str) -> None:
+    """`--require-database`: one connection now, or ConfigError with the line an unreachable
+    database logs (so the start exits 2 instead of spooling)."""
+    async with trio_asyncio.open_loop():
+        try:
+            conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(url, timeout=connect_seconds)
+        except Exception as exc:
+            if not is_connection_failure(exc):
+                raise
+            raise ConfigError(f"{Reachability(url).line(exc)} ({source} refuses to start "
+                              "without it)") from None
+        await trio_asyncio.aio_as_trio(conn.close)()
 
 
 @attrs.frozen
@@ -131,6 +205,7 @@ class Database:
         # Kept explicitly (not taken from the context), so any task of the trio run may call.
         self._loop = loop
         self.url = url
+        self.reachability = Reachability(url)
         self._counters = _Counters()
         self._held = 0
         self._hold_budget = max(pool.get_max_size() - UNHELD_CONNECTIONS, 0)
@@ -147,13 +222,13 @@ class Database:
             except Exception as exc:
                 if not is_connection_failure(exc):
                     raise
+                self.reachability.failed(exc)  # pushes spool meanwhile
                 if not started:
-                    log.warning("database unreachable at start; pushes will spool",
-                                extra={"error": str(exc)})
                     task_status.started()
                     started = True
                 await trio.sleep(retry_seconds)
                 continue
+            self.reachability.answered()
             if applied:
                 log.info("migrations applied", extra={"versions": applied})
             self.ready.set()
@@ -219,7 +294,8 @@ class Database:
         Connection-level failures are raised as DatabaseUnavailable; anything else as is.
         """
         if not self.ready.is_set():
-            raise DatabaseUnavailable("the schema is not applied yet (database unreachable)")
+            raise DatabaseUnavailable(self.reachability.reason
+                                      or "the schema is not applied yet (database unreachable)")
         c = self._counters
         c.calls += 1
         c.in_flight += 1
@@ -227,17 +303,23 @@ class Database:
         hold = self._held_by_caller()
         try:
             if hold is not None:
-                return await self._loop.run_aio_coroutine(self._with_held(hold, work))
-            return await self._loop.run_aio_coroutine(self._with_connection(work))
+                result = await self._loop.run_aio_coroutine(self._with_held(hold, work))
+            else:
+                result = await self._loop.run_aio_coroutine(self._with_connection(work))
         except BaseException as exc:
             if isinstance(exc, Exception):
                 c.failures += 1
-                if is_connection_failure(exc) and not isinstance(exc, DatabaseUnavailable):
-                    raise DatabaseUnavailable(exc) from exc
+                if is_connection_failure(exc) and not isinstance(exc, Overloaded):
+                    self.reachability.failed(exc)
+                    if not isinstance(exc, DatabaseUnavailable):
+                        raise DatabaseUnavailable(exc) from exc
             raise
         finally:
             c.in_flight -= 1
             c.seconds += time.perf_counter() - started
+        if self.reachability.reason is not None:
+            self.reachability.answered()
+        return result
 
     async def _with_held(self, hold: ConnectionHold,
                          work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
@@ -325,12 +407,19 @@ class Database:
         return await self.call(run)
 
     async def ping(self, within: float = 2.0) -> bool:
+        return await self.unhealthy(within) is None
+
+    async def unhealthy(self, within: float = 2.0) -> str | None:
+        """None when `SELECT 1` answers within `within` seconds; else why not (one line)."""
         with trio.move_on_after(within):
             try:
-                return await self.fetchval(Q.ping) == 1
-            except Exception:
-                return False
-        return False
+                await self.fetchval(Q.ping)
+                return None
+            except Exception as exc:
+                if is_connection_failure(exc):
+                    return self.reachability.reason or self.reachability.line(exc)
+                return f"database check failed: {describe_failure(exc)}"
+        return f"database at {self.reachability.address} gave no answer within {within:g} s"
 
 
 def _usable(conn: asyncpg.Connection) -> bool:

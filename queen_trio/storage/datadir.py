@@ -25,9 +25,28 @@ def _holder(fd: int) -> str:
     return text if text.isdigit() else "unknown"
 
 
+def held(path: Path) -> bool:
+    """Whether a live broker holds the data directory's lock (taken and let go at once when
+    none does; read-only, so any user who can read the directory may ask)."""
+    try:
+        fd = os.open(Path(path) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing lets go of a lock just taken
+    return False
+
+
 @contextmanager
-def claim_data_dir(path: Path) -> Iterator[Path]:
-    """Hold the data directory's lock while inside; ConfigError if a live broker holds it."""
+def claim_data_dir(path: Path, fix: str = "") -> Iterator[Path]:
+    """Hold the data directory's lock while inside; ConfigError if a live broker holds it,
+    ending with `fix` (what the second broker should be given instead)."""
     path = Path(path).absolute()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -37,7 +56,7 @@ def claim_data_dir(path: Path) -> Iterator[Path]:
         holder = _holder(fd)
         os.close(fd)
         raise ConfigError(f"a broker is already running on this data directory (pid {holder}): "
-                          f"{path}") from None
+                          f"{path}{'; ' + fix if fix else ''}") from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -111,12 +111,40 @@ def _is_postgres(pid: int) -> bool:
         return True
 
 
-def _grant_traverse(path: Path) -> None:
-    """Let the cluster's user reach `path`: o+x on every ancestor, o+rx inside."""
+def grant_traverse(path: Path) -> list[Path]:
+    """Let the cluster's user (under root, another user) reach `path`: o+x on `path` and
+    every ancestor that lacks it. Never silently: each directory changed is logged with its
+    old and new mode (a 0700 home becomes passable to every user, though still unreadable).
+    Returns the directories changed."""
+    changed = []
     for prefix in [path, *path.parents]:
-        mode = prefix.stat().st_mode
+        mode = stat.S_IMODE(prefix.stat().st_mode)
         if not mode & stat.S_IXOTH:
             prefix.chmod(mode | stat.S_IXOTH)
+            log.warning("directory made traversable by other users, so that the embedded "
+                        f"PostgreSQL's user ({SYSTEM_USER}) can reach its files",
+                        extra={"directory": str(prefix), "old_mode": f"{mode:04o}",
+                               "new_mode": f"{mode | stat.S_IXOTH:04o}"})
+            changed.append(prefix)
+    return changed
+
+
+def running_postmaster(data_dir: Path) -> Postmaster | None:
+    """The embedded cluster running on `data_dir`, as its postmaster.pid tells, if any (read
+    by `queen-trio status` too, which starts nothing)."""
+    pidfile = Path(data_dir) / "pgdata" / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+    except (FileNotFoundError, PermissionError, NotADirectoryError):
+        return None
+    try:
+        pid, port = int(lines[0]), int(lines[3])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError, PermissionError):
+        return None
+    if not _is_postgres(pid):  # a stale pid file whose pid was reused
+        return None
+    return Postmaster(pid, port)
 
 
 class EmbeddedPostgres:
@@ -237,27 +265,15 @@ class EmbeddedPostgres:
                 capture_output=True,
             )
         entry = pwd.getpwnam(self._run_as)
-        _grant_traverse(self.bin_dir)
-        _grant_traverse(self.data_dir)
+        grant_traverse(self.bin_dir)
+        grant_traverse(self.data_dir)
         self.pgdata.mkdir(exist_ok=True)
         os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self.pgdata.chmod(0o700)
 
     def postmaster(self) -> Postmaster | None:
         """The cluster running on this data directory, if any."""
-        pidfile = self.pgdata / "postmaster.pid"
-        try:
-            lines = pidfile.read_text().splitlines()
-        except (FileNotFoundError, PermissionError):
-            return None
-        try:
-            pid, port = int(lines[0]), int(lines[3])
-            os.kill(pid, 0)
-        except (IndexError, ValueError, ProcessLookupError, PermissionError):
-            return None
-        if not _is_postgres(pid):  # a stale pid file whose pid was reused
-            return None
-        return Postmaster(pid, port)
+        return running_postmaster(self.data_dir)
 
     def start(self) -> str:
         """Start the cluster and return its connection URL (credentials included).
@@ -285,8 +301,9 @@ class EmbeddedPostgres:
         port_file = self.data_dir / "port"
         running = self.postmaster()
         if running is not None:
-            log.warning("adopted the embedded PostgreSQL left running by an earlier broker; "
-                        "restarting it with this broker's options",
+            log.warning("adopted the embedded PostgreSQL left running by an earlier broker "
+                        "that did not stop cleanly (killed or crashed): restarting it with "
+                        "this broker's options",
                         extra={"pid": running.pid, "port": running.port,
                                "pgdata": str(self.pgdata)})
             self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", "fast", "stop")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
+import attrs
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .frames import Fields, Undecodable
@@ -18,25 +20,52 @@ log = logging.getLogger("queen_trio.encryption")
 NONCE_BYTES = 12
 
 
+KEY_VARIABLE = "QUEEN_ENCRYPTION_KEY"
+KEY_CHARACTERS = 64
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+@attrs.frozen
+class EncryptionStatus:
+    """Whether payloads of encrypted queues are encrypted, and if not, why: no key (`reason`
+    "no key: ..."), or a key that cannot be used (`malformed`, reason "bad key: ...")."""
+
+    enabled: bool
+    reason: str | None = None
+    malformed: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "reason": self.reason}
+
+
+def key_problem(key_hex: str) -> str | None:
+    """What is wrong with a key, never showing it; None when it is usable."""
+    if len(key_hex) != KEY_CHARACTERS:
+        return (f"{KEY_VARIABLE} has {len(key_hex)} characters; it must be {KEY_CHARACTERS} "
+                "hexadecimal characters (32 bytes)")
+    if not set(key_hex) <= HEX_DIGITS:
+        return f"{KEY_VARIABLE} holds characters that are not hexadecimal digits"
+    return None
+
+
 class PayloadCipher:
     def __init__(self, key_hex: str | None) -> None:
         self._aead: AESGCM | None = None
         self.problem: str | None = None
         if not key_hex:
-            self.problem = "QUEEN_ENCRYPTION_KEY is not set"
+            self.problem = f"{KEY_VARIABLE} is not set"
+            self.status = EncryptionStatus(False, f"no key: {self.problem}")
             return
-        try:
-            key = bytes.fromhex(key_hex)
-        except ValueError:
-            key = b""
-        if len(key) != 32 or len(key_hex) != 64:
-            self.problem = "QUEEN_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes)"
-            log.warning(
-                "encryption at rest disabled: %s; queues with encryptionEnabled store plaintext",
-                self.problem,
-            )
+        self.problem = key_problem(key_hex)
+        if self.problem is not None:
+            # Not a boot failure, not a push failure (the seed): said once, at start, and
+            # shown by /health, /metrics, the dashboard and the queues it concerns.
+            self.status = EncryptionStatus(False, f"bad key: {self.problem}", malformed=True)
+            log.warning("encryption at rest disabled: bad key: %s; queues with "
+                        "encryptionEnabled store plaintext", self.problem)
             return
-        self._aead = AESGCM(key)
+        self._aead = AESGCM(bytes.fromhex(key_hex))
+        self.status = EncryptionStatus(True)
 
     @property
     def enabled(self) -> bool:

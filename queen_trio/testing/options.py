@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 import attrs
 import cattrs
 
-from ..settings import Settings
+from ..errors import ConfigError
+from ..settings import Settings, declaration_of
 
 # What a test broker changes from a production one: a smaller pool, a quick shutdown.
 TEST_DEFAULTS: dict[str, Any] = {"db_pool_size": 10, "push_shards": 2,
@@ -49,9 +51,46 @@ def normalise(overrides: Mapping[str, Any]) -> dict[str, Any]:
         if name != ENCRYPTION and name not in known:
             raise TypeError(f"{name!r} is not a setting; use a field of queen_trio.Settings "
                             f"or {ENCRYPTION}=True")
+        if name != ENCRYPTION:
+            check_value(name, value)
         out[name] = _jsonable(value)
     json.dumps(out)  # a value JSON cannot carry is refused here, not in the broker's process
+    try:  # the ranges and the rules of two settings, as the broker's process would check them
+        build_settings(out)
+    except ConfigError as exc:
+        raise ValueError(f"{exc} ({', '.join(f'{k}={v!r}' for k, v in out.items())})") from None
     return out
+
+
+# The Python values a field of each type takes (a Path may be given as text).
+_TAKES: dict[Any, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,),
+                                      bool: (bool,), Path: (str, Path)}
+_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+          Path: "a path", type(None): "None"}
+
+
+def check_value(name: str, value: Any) -> None:
+    """TypeError or ValueError naming the setting when `value` cannot be its value: of another
+    type (`default_batch_size="many"`), or text its variable would refuse
+    (`log_level="loud"`). Settings of other shapes (auth, role names) are left to the broker."""
+    field = attrs.fields_dict(attrs.resolve_types(Settings))[name]
+    kinds = typing.get_args(field.type) or (field.type,)
+    if typing.get_origin(field.type) is tuple:  # a list of text
+        if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+            raise TypeError(f"{name}={value!r} is not a list of strings")
+        return
+    if any(kind not in _TAKES and kind is not type(None) for kind in kinds):
+        return
+    allowed = tuple(t for kind in kinds for t in _TAKES.get(kind, (type(None),)))
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        words = " or ".join(_WORDS[kind] for kind in kinds)
+        raise TypeError(f"{name}={value!r} is not {words}")
+    declared = declaration_of(Settings, name)
+    if isinstance(value, str) and declared is not None and declared[1].parse is not None:
+        try:
+            declared[1].parse(name, value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def cache_key(overrides: Mapping[str, Any]) -> str:

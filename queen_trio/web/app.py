@@ -19,7 +19,7 @@ from ..broker import Broker
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
 from .access import access_log, log_request
 from .auth import Authenticator
-from .http import CORS_HEADERS, HTTPError, Response, error_response
+from .http import HTTPError, Response, cors_headers, error_response
 from .request import Request
 from .router import Handler, Route, Router
 
@@ -51,8 +51,10 @@ class App:
     builds it; each route's handler is called with `broker`."""
 
     def __init__(self, router: Router, broker: Broker, auth: Authenticator, *,
-                 max_body_bytes: int, observe: Observer | None = None) -> None:
+                 max_body_bytes: int, cors_origins: tuple[str, ...] = (),
+                 observe: Observer | None = None) -> None:
         self.router = router
+        self.cors_origins = cors_origins
         self.broker = broker
         self.auth = auth
         self.max_body_bytes = max_body_bytes
@@ -74,10 +76,17 @@ class App:
         gone = self.hung_up(scope)
         if gone is None:
             gone = trio.Event()
-        response = await self._respond_once(scope, receive, gone, self._resolve(scope))
+        resolved = self._resolve(scope)
+        response = await self._respond_once(scope, receive, gone, resolved)
         if response is None:
             return  # the client hung up: nobody to answer
-        await self._send(send, response, gone)
+        if response.route is None and isinstance(resolved, tuple):
+            # The route that matched, whatever the answer (a 400 or a 503 included).
+            response.route = resolved[0].path
+            response.queue = resolved[1].get("queue")
+        origin = next((v for k, v in scope["headers"] if k == b"origin"), None)
+        response.headers.extend(cors_headers(self.cors_origins, origin))
+        await self._send(send, response, gone, head=scope["method"] == "HEAD")
         seconds = time.perf_counter() - started
         if self.observe is not None:
             # The route is a registered template (or UNMATCHED), never the raw path.
@@ -87,7 +96,8 @@ class App:
             log_request(scope["method"], response, seconds)
 
     @staticmethod
-    async def _send(send: Any, response: Response, gone: trio.Event) -> None:
+    async def _send(send: Any, response: Response, gone: trio.Event, *, head: bool) -> None:
+        """The response; to a HEAD, its headers only (the length is the GET's)."""
         headers = response.headers
         if response.status != 204:
             headers = [*headers, (b"content-length", str(len(response.body)).encode())]
@@ -97,7 +107,7 @@ class App:
                 raise _Undelivered
             await send({"type": "http.response.start", "status": response.status,
                         "headers": headers})
-            await send({"type": "http.response.body", "body": response.body})
+            await send({"type": "http.response.body", "body": b"" if head else response.body})
         except BaseException as exc:
             if response.undelivered is not None:
                 await response.undelivered()
@@ -129,8 +139,8 @@ class App:
     async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
                        resolved: tuple[Route, dict[str, str]] | HTTPError | None) -> Response:
         method = scope["method"]
-        if resolved is None:
-            return Response(204, b"", list(CORS_HEADERS))
+        if resolved is None:  # a preflight: the CORS headers, if any, are the answer
+            return Response(204, b"", [])
         path = _path(scope)
         try:
             if isinstance(resolved, HTTPError):

@@ -9,13 +9,30 @@ from typing import Any
 import attrs
 import msgspec
 
+# The reference's CORS headers (contract.md), beside `Access-Control-Allow-Origin`; given only
+# to the origins QUEEN_CORS_ORIGINS lists (docs/decisions.md#cors), by the app (`cors_headers`).
 CORS_HEADERS = [
-    (b"access-control-allow-origin", b"*"),
     (b"access-control-allow-methods", b"GET, POST, PUT, DELETE, OPTIONS"),
     (b"access-control-allow-headers", b"Content-Type, Authorization"),
     (b"access-control-max-age", b"86400"),
 ]
-JSON_HEADERS = [(b"content-type", b"application/json"), *CORS_HEADERS]
+JSON_HEADERS = [(b"content-type", b"application/json")]
+ANY_ORIGIN = "*"
+
+
+def cors_headers(allowed: tuple[str, ...], origin: bytes | None) -> list[tuple[bytes, bytes]]:
+    """The CORS headers of a reply to a request from `origin` (its `Origin` header): all of
+    them, with `*` as the reference has it, when `allowed` holds `*`; the origin itself when
+    `allowed` lists it; none otherwise. A reply that depends on the origin says so (`Vary`),
+    so that no cache hands one origin's answer to another."""
+    if not allowed:
+        return []
+    if ANY_ORIGIN in allowed:
+        return [(b"access-control-allow-origin", b"*"), *CORS_HEADERS]
+    vary = [(b"vary", b"Origin")]
+    if origin is None or origin.decode("latin-1").lower() not in allowed:
+        return vary
+    return [(b"access-control-allow-origin", origin), *CORS_HEADERS, *vary]
 
 
 class HTTPError(Exception):

@@ -77,7 +77,17 @@ class Router:
 
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         """The route and its path parameters; HTTPError 405 when only another method's route
-        matches the path, 404 when none does."""
+        matches the path, 404 when none does. HEAD is answered by the GET route (the app
+        sends no body), except where a GET waits: a pop claims, and a HEAD never does."""
+        if method == "HEAD":
+            try:
+                route, params = self.resolve("GET", raw_path)
+            except HTTPError as exc:
+                raise HTTPError(exc.status, str(exc).replace("GET", "HEAD", 1)) from None
+            if route.waits is not Waits.NEVER:
+                raise HTTPError(405, f"Method HEAD not allowed on {raw_path}: a HEAD never "
+                                     "claims messages")
+            return route, params
         allowed = False
         for route in self.routes:
             match = route.pattern.match(raw_path)

@@ -39,6 +39,7 @@ from hypercorn.config import Config as HypercornConfig
 from ..broker import Broker, open_broker
 from ..errors import ConfigError
 from ..settings import Settings
+from ..storage.database import require_reachable
 from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
@@ -134,7 +135,8 @@ async def _serve(settings: Settings, stop: trio.Event, lifecycle: Lifecycle,
             return
         auth = Authenticator(settings.auth)
         await auth.start()  # a JWKS that cannot be read refuses to start
-        with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
+        with (claim_data_dir(settings.data_dir, settings.data_dir_fix) if settings.uses_data_dir
+              else nullcontext()):
             async with running_database(settings, lifecycle) as url:
                 if stop.is_set():
                     return
@@ -167,6 +169,10 @@ async def running_database(settings: Settings, lifecycle: Lifecycle) -> AsyncIte
     """The database URL: the configured one, or the embedded cluster's, started (or adopted)
     here and stopped on the way out. The caller holds the data directory's lock."""
     if settings.database_url is not None:
+        if settings.require_database:
+            await require_reachable(settings.database_url,
+                                    connect_seconds=settings.db_connection_timeout_ms / 1000,
+                                    source=settings.source("require_database"))
         yield settings.database_url
         return
     embedded = lifecycle.cluster = EmbeddedPostgres(

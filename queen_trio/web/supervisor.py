@@ -85,7 +85,8 @@ async def supervise(settings: Settings, stop: trio.Event, lifecycle: Lifecycle, 
         # Refused here, before the cluster, as a single broker refuses; each worker reads it
         # again for itself.
         await Authenticator(settings.auth).start()
-        with claim_data_dir(settings.data_dir) if settings.uses_data_dir else nullcontext():
+        with (claim_data_dir(settings.data_dir, settings.data_dir_fix) if settings.uses_data_dir
+              else nullcontext()):
             with claim_spool_root(settings.spool_root, workers=settings.workers):
                 async with running_database(settings, lifecycle) as url:
                     if stop.is_set():
@@ -109,8 +110,8 @@ async def _migrate_once(url: str) -> bool:
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
-            log.warning("database unreachable at start; workers will migrate once it answers",
-                        extra={"error": str(exc)})
+            # Each worker says so (host, port, error) and migrates once it answers.
+            log.debug("database unreachable at start", extra={"error": str(exc)})
             return False
     if applied:
         log.info("migrations applied", extra={"versions": applied})

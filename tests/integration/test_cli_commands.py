@@ -59,7 +59,8 @@ async def test_probes_resources_and_groups_in_every_format(http_url, client):
     assert queues_nd.lines() == [queue] and yaml.safe_load(queues_yaml.out) == [queue]
     assert names.out == "shop.orders\n"
     header, row = table.out.splitlines()
-    assert header.split() == ["NAME", "PARTITIONS", "PENDING", "PROCESSING", "COMPLETED", "DLQ"]
+    assert header.split() == ["NAME", "PARTITIONS", "TOTAL", "PENDING", "PROCESSING", "CONSUMED",
+                              "DLQ"]
     assert row.split()[:2] == ["shop.orders", "3"]  # configure made the Default partition
     assert "NAMESPACE" in wide.out and "LAST ACTIVITY" in wide.out
     assert [line.split() for line in headless.out.splitlines()] == [row.split()]

@@ -3,12 +3,7 @@ delete confirmations, widths; shell completion; tokens; and what a serving proce
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import re
-import struct
-import termios
 import time
 
 import httpx
@@ -18,42 +13,11 @@ import trio
 from queen_trio.broker import open_broker
 from queen_trio.settings import AuthSettings
 from tests.support.brokers import make_settings, serve_on_port
-from tests.support.cli import EXECUTABLE, cli_env, gather, run_cli
+from tests.support.cli import EXECUTABLE, cli_env, gather, in_terminal, run_cli
 from tests.support.consuming import pop, push
 from tests.support.processes import running_broker
 
 SECRET = "cli-test-secret-with-enough-length-0123456789"
-
-
-async def in_terminal(*args: str, typed: bytes = b"", env: dict | None = None,
-                      columns: int = 120) -> tuple[int, str]:
-    """Run the CLI with stdin, stdout and stderr on a pseudo-terminal; its status and screen."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    proc = await trio.lowlevel.open_process([EXECUTABLE, *args], stdin=slave, stdout=slave,
-                                            stderr=slave, env=env or cli_env())
-    os.close(slave)
-    if typed:
-        os.write(master, typed)
-
-    def read_all() -> bytes:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: every end of the terminal is closed
-                return b"".join(chunks)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-
-    try:
-        with trio.fail_after(60):
-            screen = await trio.to_thread.run_sync(read_all)
-            status = await proc.wait()
-    finally:
-        os.close(master)
-    return status, screen.decode(errors="replace").replace("\r\n", "\n")
 
 
 async def record_traces(client, *names: str) -> None:  # type: ignore[no-untyped-def]

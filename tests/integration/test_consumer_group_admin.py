@@ -243,3 +243,29 @@ async def test_subscription_update_restarts_groups_that_consumed_nothing(client)
     r = await client.post("/api/v1/consumer-groups/s/subscription",
                           json={"subscriptionTimestamp": "soon"})
     assert r.status_code == 400
+
+
+async def test_seek_and_delete_count_only_the_partitions_the_group_touched(client, broker):
+    """Issue 25, point 14: a configured queue has a Default partition nobody pushes to; the
+    group joins it but never touches it (consumer_state.touched_at stays NULL), and neither a
+    seek nor a delete counts it. A touch is a cursor that moved, or a lease held."""
+    await configure(client, "touch")  # creates the Default partition
+    await push(client, "touch", 1, partition="consumed")
+    await push(client, "touch", 2, partition="leased")
+    await push(client, "touch", 3, partition="nacked")
+    first = await pop(client, "touch", "consumed", consumerGroup="t")
+    await ack(client, first["messages"][0], group="t")
+    await pop(client, "touch", "leased", consumerGroup="t")  # holds a lease there
+    nacked = await pop(client, "touch", "nacked", consumerGroup="t")
+    await ack(client, nacked["messages"][0], status="retry", group="t")  # a lease, given back
+    touched = await db_fetchval(
+        broker.db, "SELECT array_agg(p.name ORDER BY p.name) FROM queen.consumer_state cs "
+        "JOIN queen.partitions p ON p.id = cs.partition_id "
+        "WHERE cs.consumer_group = 't' AND cs.touched_at IS NOT NULL")
+    assert touched == ["consumed", "leased", "nacked"]
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.consumer_state "
+                             "WHERE consumer_group = 't'") == 4  # Default joined, untouched
+    body = await seek(client, "t", "touch", {"toEnd": True})
+    assert body["partitionsUpdated"] == 3
+    r = await client.delete("/api/v1/consumer-groups/t/queues/touch")
+    assert r.json()["deletedPartitions"] == 3

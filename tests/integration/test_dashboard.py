@@ -231,10 +231,11 @@ async def test_a_trace_timeline_shows_its_events_in_order(browser, client, http_
     stamps = await browser.script(
         "return [...document.querySelectorAll('.event time')].map((t) => t.getAttribute('datetime'))")
     assert stamps == sorted(stamps) and len(stamps) == 3
-    # Two lanes: orders.created/customer-1 under billing, emails.welcome in queue mode.
+    # Two lanes: orders.created/customer-1 under billing, emails.welcome in queue mode (its
+    # internal name, __QUEUE_MODE__, stays in the API: issue 25, point 12).
     lanes = await browser.texts(".lane-label")
     assert lanes == ["orders.created / customer-1 · billing",
-                     "emails.welcome / Default · __QUEUE_MODE__"]
+                     "emails.welcome / Default · queue mode"]
     # Each event carries its message's payload.
     assert '"orderId": 1' in await browser.script(
         "return document.querySelector('.event details pre').textContent")
@@ -435,3 +436,49 @@ async def test_an_expired_token_is_asked_for_again_with_the_reason(browser, data
         # else.
         errors = await browser.console_errors()
         assert errors and all("401" in e for e in errors)
+
+
+async def test_first_contact_figures_encryption_and_plain_words(browser, database_url, nursery):
+    """Issue 25: a bad encryption key is on the System page and on an encrypted queue's page
+    (points 4); the counts add up and say what they count (10); the maintenance chart says
+    what it plots (11); queue mode goes by its name (12)."""
+    settings = make_settings(database_url, encryption_key="not-a-key")
+    async with open_broker(settings, database_url) as broker:
+        (url,) = [str(u) for u in await nursery.start(serve_on_port, broker)]
+        async with httpx.AsyncClient(base_url=url) as api:
+            await seed(api)
+            r = await api.post("/api/v1/configure", json={
+                "queue": "vault", "options": {"encryptionEnabled": True}})
+            assert r.status_code == 200
+            await api.post("/api/v1/push", json={"items": [{"queue": "vault", "payload": 1}]})
+            await api.post("/api/v1/stats/refresh")
+            overview = (await api.get("/api/v1/resources/overview")).json()["messages"]
+        await browser.start(url)
+        await browser.loaded("overview")
+        tiles = {key: int((await browser.text(f"[data-tile={key}] dd")).replace(",", ""))
+                 for key in ("total", "pending", "processing", "consumed", "deadLetter")}
+        assert tiles["total"] == overview["total"]
+        assert tiles["total"] == tiles["pending"] + tiles["processing"] + tiles["consumed"]
+        assert "dead letters are every group's" in await browser.text(".figures-note")
+
+        await visit(browser, "system", "system", "system-bad-key")
+        await browser.wait(lambda d: d.find_elements("css selector", "[data-tile=encryption]"))
+        assert await browser.text("[data-tile=encryption] dd") == "off (bad key)"
+        notice = await browser.text("#main [data-notice=encryption]")
+        assert notice.startswith("encryption disabled: bad key: QUEEN_ENCRYPTION_KEY has 9 "
+                                 "characters")
+
+        await visit(browser, "queues/vault", "queue", "queue-bad-key")
+        await browser.wait(lambda d: d.find_elements("css selector", "[data-notice=encryption]"))
+        assert "encryption disabled: bad key" in await browser.text("[data-notice=encryption]")
+        await visit(browser, "queues/orders.created", "queue")
+        assert await browser.count("[data-notice=encryption]") == 0  # it asks for none
+
+        await visit(browser, "analytics", "analytics")
+        card = await browser.text("section[aria-labelledby=retention]")
+        assert "remove nothing" in card and "what maintenance removed" not in card
+
+        await visit(browser, "groups", "groups")
+        shown = await browser.text("#main")
+        assert "queue mode" in shown and "__QUEUE_MODE__" not in shown
+    assert await browser.console_errors() == []

@@ -45,20 +45,33 @@ def test_the_readme_keeps_exactly_two_set_up_commands():
     assert "queen-trio serve" in blocks[0] and "pytest" in blocks[1]
 
 
-async def test_the_readme_try_it_loop_runs_as_written(http_url, tmp_path):
+async def test_the_readme_try_it_loop_runs_as_written_and_again(http_url, tmp_path):
     (block,) = sh_blocks(section((ROOT / "README.md").read_text(), "## Try it"))
     used = {c.split()[0] for c in commands(block)}
     assert "jq" not in block and used <= {"curl", "POPPED=$(curl", "echo", "ack_of()"}
-    out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
-    configured, pushed, popped, acked, nacked, dlq, last_pop = out
-    assert json.loads(configured)["options"]["retryLimit"] == 0
-    assert [p["status"] for p in json.loads(pushed)] == ["queued", "queued"]
-    assert json.loads(popped)["messages"][0]["data"] == {"orderId": 1}
-    assert json.loads(acked)[0]["success"] is True
-    assert json.loads(nacked)[0]["dlq"] is True
-    dead = json.loads(dlq)
-    assert dead["total"] == 1 and dead["messages"][0]["transactionId"] == "order-2"
-    assert last_pop == "204"
+    # Issue 25, point 8: the second run works as the first (no dedup, no empty pop).
+    for run in (1, 2):
+        out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
+        configured, pushed, popped, acked, nacked, dlq, last_pop = out
+        assert json.loads(configured)["options"]["retryLimit"] == 0
+        assert [p["status"] for p in json.loads(pushed)] == ["queued", "queued"]
+        assert json.loads(popped)["messages"][0]["data"] == {"orderId": 1}
+        assert json.loads(acked)[0]["success"] is True
+        assert json.loads(nacked)[0]["dlq"] is True
+        dead = json.loads(dlq)
+        assert dead["total"] == run
+        assert [m["data"] for m in dead["messages"]] == [{"orderId": 2}] * run
+        assert last_pop == "204"
+
+
+async def test_the_readme_ack_helper_says_when_there_is_nothing_to_ack(http_url, tmp_path):
+    (block,) = sh_blocks(section((ROOT / "README.md").read_text(), "## Try it"))
+    helper = next(c for c in commands(block) if c.startswith("ack_of()"))
+    done = await trio.run_process(
+        ["bash", "-c", f"{helper}\ncurl -sS {http_url}/api/v1/pop/queue/none | ack_of failed"],
+        cwd=tmp_path, capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode() == "no message to ack: the pop answered 204\n"
 
 
 def documented_curls() -> list[str]:
@@ -102,3 +115,32 @@ async def test_the_api_pages_curl_commands_run(http_url, tmp_path):
             body = json.loads(out)
             assert not (isinstance(body, dict)
                         and str(body.get("error", "")).startswith("internal error")), command
+
+
+async def test_the_readme_shows_parallel_consumers_on_partitions(http_url, tmp_path):
+    # Issue 25, point 9: while A holds one partition, B gets another; a pop may take several.
+    text = section((ROOT / "README.md").read_text(), "### What surprises newcomers")
+    (block,) = sh_blocks(re.sub(r"^  ", "", text, flags=re.M))
+    out = (await bash(block.replace(DOCUMENTED_URL, http_url), tmp_path)).splitlines()
+    first, second, rest = (json.loads(line) for line in out)
+    (a,), (b,), (c,) = first["messages"], second["messages"], rest["messages"]
+    assert first["leaseId"] != second["leaseId"]
+    assert len({a["partition"], b["partition"], c["partition"]}) == 3
+    assert sorted(m["data"] for m in (a, b, c)) == [1, 2, 3]
+
+
+def test_the_readme_first_screen_says_how_to_start_safely_and_what_works():
+    # Issue 25: the two set-up commands, the loopback default, the worker example, and where
+    # each 2.x surface stands, before the first walk-through.
+    from queen_trio.web.routes.table import NOT_IN_THIS_BROKER
+
+    text = (ROOT / "README.md").read_text()
+    first = text[:text.index("\n## Try it\n")]
+    set_up = section(text, "## Set up")
+    assert "127.0.0.1" in set_up and "--require-database" in set_up
+    assert "QUEEN_CORS_ORIGINS" in set_up
+    assert "examples/worker.py" in first and "examples/producer.py" in first
+    surfaces = section(text, "## Where each 2.x surface stands")
+    for method, path in NOT_IN_THIS_BROKER:
+        family = "/".join(path.split("/")[:4])  # /api/v1/timers, /streams/v1/cycle
+        assert family in surfaces, (method, path)

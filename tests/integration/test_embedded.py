@@ -3,6 +3,8 @@ earlier data directories upgraded in place."""
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
 import stat
 from pathlib import Path
@@ -92,3 +94,28 @@ def test_quick_restarts_keep_the_clusters_port(cluster_path):
             again.stop()
     assert ports == [ports[0]] * 5
     assert (server.data_dir / "port").read_text().strip() == str(ports[0])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only under root does the cluster run as another "
+                                              "user, who must traverse the data directory's parents")
+def test_under_root_every_directory_made_traversable_is_logged_with_its_modes(
+        cluster_path, caplog):
+    # Issue 25, point 2: a 0700 parent (a home directory) becomes 0701, and says so.
+    caplog.set_level(logging.WARNING, logger="queen_trio.embedded")
+    home = cluster_path / "home"
+    home.mkdir(mode=0o700)
+    cluster_path.chmod(0o700)
+    server = EmbeddedPostgres(home / "data")
+    server.start()
+    server.stop(mode="immediate")
+    changed = {record.directory: (record.old_mode, record.new_mode) for record in caplog.records
+               if record.getMessage().startswith("directory made traversable")}
+    assert changed[str(home)] == ("0700", "0701")
+    assert changed[str(cluster_path)] == ("0700", "0701")
+    assert stat.S_IMODE(home.stat().st_mode) == 0o701
+    # Nothing changes without its line: every directory logged, and only those.
+    for directory in (home, *home.parents):
+        assert stat.S_IMODE(directory.stat().st_mode) & stat.S_IXOTH
+    assert all(Path(path) in (home, *home.parents, home / "data") or
+               Path(path) in server.bin_dir.parents or Path(path) == server.bin_dir
+               for path in changed)

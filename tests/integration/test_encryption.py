@@ -109,3 +109,33 @@ async def test_a_message_another_key_encrypted_is_shown_without_its_payload(data
     assert (body["payload"], body["isEncrypted"]) == (None, True)
     assert body["payloadError"] == "its payload does not decrypt with this broker's key"
     assert body["id"] == str(stored.frame.message_id) and body["status"] == "pending"
+
+
+@pytest.mark.parametrize(("key", "enabled", "reason", "malformed"), [
+    (KEY, True, None, 0),
+    (None, False, "no key: QUEEN_ENCRYPTION_KEY is not set", 0),
+    ("abc", False, "bad key: QUEEN_ENCRYPTION_KEY has 3 characters; it must be 64 hexadecimal "
+                   "characters (32 bytes)", 1),
+    ("zz" * 32, False, "bad key: QUEEN_ENCRYPTION_KEY holds characters that are not "
+                       "hexadecimal digits", 1),
+], ids=["good", "unset", "short", "not-hex"])
+async def test_whether_encryption_is_on_and_why_not_is_in_health_and_metrics(
+        database_url, caplog, key, enabled, reason, malformed):
+    # Issue 25, point 4: a malformed key disables encryption (the seed), impossible to miss.
+    caplog.set_level(logging.WARNING, logger="queen_trio.encryption")
+    async with open_broker(make_settings(database_url, encryption_key=key), database_url) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            health = await client.get("/health")
+            assert health.status_code == 200
+            assert health.json()["status"] == "healthy" and health.json()["reason"] is None
+            assert health.json()["encryption"] == {"enabled": enabled, "reason": reason}
+            assert (await client.get("/metrics")).json()["encryption"] == {
+                "enabled": enabled, "reason": reason}
+            text = (await client.get("/metrics/prometheus")).text
+    worker = f'worker_id="{b.identity.worker_id}"'
+    assert f"queen_encryption_enabled{{{worker}}} {float(enabled)}" in text
+    assert f"queen_encryption_key_malformed{{{worker}}} {float(malformed)}" in text
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ([f"encryption at rest disabled: {reason}; queues with encryptionEnabled "
+                         "store plaintext"] if malformed else [])

@@ -148,3 +148,19 @@ async def test_the_reason_costs_a_query_only_at_debug(broker, client, caplog):
     at_debug = broker.db.statistics().calls - before
     assert at_debug == at_info + 1
     assert not [r for r in caplog.records if r.levelno > logging.DEBUG]
+
+
+async def test_the_access_log_names_the_route_of_a_rejected_request(client, caplog):
+    # Issue 25, point 13: a 400 (and a 503, a 404 of a resource) keeps its route.
+    caplog.set_level(logging.INFO, logger="queen_trio.access")
+    assert (await client.post("/api/v1/push", content=b"{not json")).status_code == 400
+    assert (await client.get("/api/v1/resources/queues/nowhere")).status_code == 404
+    assert (await client.get("/api/v1/pop/queue/q?batch=zero")).status_code == 400
+    assert (await client.get("/no/such/route")).status_code == 404
+    lines = [(r.getMessage(), r.route, r.queue) for r in caplog.records
+             if r.name == "queen_trio.access"]
+    assert lines == [("POST /api/v1/push 400", "/api/v1/push", None),
+                     ("GET /api/v1/resources/queues/:queue 404",
+                      "/api/v1/resources/queues/:queue", "nowhere"),
+                     ("GET /api/v1/pop/queue/:queue 400", "/api/v1/pop/queue/:queue", "q"),
+                     ("GET (no route) 404", "(no route)", None)]

@@ -30,8 +30,8 @@ async def test_empty_idle_partition_is_reclaimed_and_recreated_by_a_push(client,
     # Its messages are gone (as retention would remove them): the partition is empty.
     await db_execute(broker.db, "DELETE FROM queen.segments")
 
-    assert await reclaim_partitions(broker.db, idle_days=30, now=days_from_now(29)) == 0
-    assert await reclaim_partitions(broker.db, idle_days=30, now=days_from_now(31)) == 1
+    assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(29)) == 0
+    assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(31)) == 1
     assert await partition_id(broker, "r", "old") is None
     assert await db_fetchval(broker.db,
         "SELECT count(*) FROM queen.transaction_index WHERE partition_id = $1", old_id) == 0
@@ -46,12 +46,12 @@ async def test_empty_idle_partition_is_reclaimed_and_recreated_by_a_push(client,
 
 async def test_partitions_with_messages_are_kept(client, broker):
     await client.post("/api/v1/push", json={"items": [{"queue": "r", "payload": 1}]})
-    assert await reclaim_partitions(broker.db, idle_days=30, now=days_from_now(365)) == 0
+    assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(365)) == 0
 
 
 async def test_configured_default_partition_is_reclaimed_when_idle(client, broker):
     await client.post("/api/v1/configure", json={"queue": "c"})
-    assert await reclaim_partitions(broker.db, idle_days=30, now=days_from_now(31)) == 1
+    assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(31)) == 1
 
 
 async def test_push_racing_the_reclaim_keeps_or_recreates_its_partition(client, broker):
@@ -59,7 +59,7 @@ async def test_push_racing_the_reclaim_keeps_or_recreates_its_partition(client, 
 
     async def reclaim_loop():
         for _ in range(20):
-            await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1))
+            await reclaim_partitions(broker.db, wait=True, idle_days=0, now=days_from_now(1))
             await trio.lowlevel.checkpoint()
 
     async def push_loop():
@@ -99,4 +99,4 @@ async def test_reclaim_runs_on_one_broker_at_a_time(broker):
         # Another "broker" holds the maintenance lock: this pass skips its turn.
         assert await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1)) is None
         await db_fetchval(broker.db, "SELECT pg_cancel_backend($1)", holder)
-    assert await reclaim_partitions(broker.db, idle_days=0, now=days_from_now(1)) == 0
+    assert await reclaim_partitions(broker.db, wait=True, idle_days=0, now=days_from_now(1)) == 0

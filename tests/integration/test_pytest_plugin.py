@@ -118,14 +118,23 @@ def test_fixtures_isolation_markers_ini_and_the_broker_cache(
         def test_a_bad_marker_is_named(queen_url):
             pass
 
+        @pytest.mark.queen(default_batch_size="many")
+        def test_a_bad_value_is_named(queen_url):
+            pass
+
         def test_fails_and_shows_no_traces_without_the_option(queen_url):
             push(queen_url, "q", 1)
             assert False, "expected to fail"
     '''))
     before = _test_databases(admin_url)
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, failed=1, errors=1)
+    result.assert_outcomes(passed=6, failed=1, errors=2)
     result.stdout.fnmatch_lines(["*test_a_bad_marker_is_named*", "*'no_such_setting' is not a setting*"])
+    # Issue 25, point 12: a value the setting cannot take is one readable line.
+    result.stdout.fnmatch_lines(["*test_a_bad_value_is_named*",
+                                 "*@pytest.mark.queen: default_batch_size='many' is not an "
+                                 "integer*"])
+    assert "ClassValidationError" not in result.stdout.str()
     assert "queen-trio traces" not in result.stdout.str()
     seen = {n["test"]: n for n in notes(tmp_path)}
     default = seen["first"]["url"]

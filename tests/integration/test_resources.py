@@ -121,7 +121,7 @@ async def test_counts_follow_retention(client, broker):
     await configure(client, "short", retentionSeconds=60)
     await push(client, "short", 1, 2, 3)
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=61)
-    assert (await retention_pass(broker.db, now=later))["expired"] == 1
+    assert (await retention_pass(broker.db, wait=True, now=later))["expired"] == 1
     await push(client, "short", 4)
     detail = await get(client, "/api/v1/resources/queues/short")
     assert detail["totals"]["total"] == 1 and detail["totals"]["pending"] == 1

@@ -20,7 +20,7 @@ async def count(broker, table):
 
 async def test_nothing_is_deleted_without_retention_options(client, broker):
     await push(client, "keep", 1, 2)
-    done = await retention_pass(broker.db, now=later(10 * 365 * 86400))
+    done = await retention_pass(broker.db, wait=True, now=later(10 * 365 * 86400))
     assert done == {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}
     assert await count(broker, "segments") == 1
 
@@ -28,9 +28,9 @@ async def test_nothing_is_deleted_without_retention_options(client, broker):
 async def test_retention_seconds_deletes_whatever_was_consumed(client, broker):
     await configure(client, "ret", retentionSeconds=60)
     await push(client, "ret", "old", txids=["t-old"])
-    done = await retention_pass(broker.db, now=later(30))
+    done = await retention_pass(broker.db, wait=True, now=later(30))
     assert done["expired"] == 0
-    done = await retention_pass(broker.db, now=later(61))
+    done = await retention_pass(broker.db, wait=True, now=later(61))
     assert done["expired"] == 1
     assert await pop(client, "ret") is None
     # The index row outlives the segment within the dedup window: a duplicate still answers,
@@ -45,17 +45,17 @@ async def test_completed_retention_never_passes_the_slowest_group(client, broker
     fast = await pop(client, "done", batch=5, consumerGroup="fast")
     slow = await pop(client, "done", batch=5, consumerGroup="slow")
     await ack_batch(client, fast["messages"], group="fast")
-    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 0
+    assert (await retention_pass(broker.db, wait=True, now=later(3600)))["completed"] == 0
     await ack_batch(client, slow["messages"], group="slow")
-    assert (await retention_pass(broker.db, now=later(5)))["completed"] == 0  # too young
-    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 1
+    assert (await retention_pass(broker.db, wait=True, now=later(5)))["completed"] == 0  # too young
+    assert (await retention_pass(broker.db, wait=True, now=later(3600)))["completed"] == 1
     assert await count(broker, "segments") == 0
 
 
 async def test_completed_retention_keeps_a_partition_no_group_reads(client, broker):
     await configure(client, "unread", completedRetentionSeconds=1)
     await push(client, "unread", "x")
-    assert (await retention_pass(broker.db, now=later(3600)))["completed"] == 0
+    assert (await retention_pass(broker.db, wait=True, now=later(3600)))["completed"] == 0
 
 
 async def test_max_wait_moves_old_pending_messages_to_the_dlq(client, broker):
@@ -64,7 +64,7 @@ async def test_max_wait_moves_old_pending_messages_to_the_dlq(client, broker):
     await push(client, "wait", "leased", partition="b")
     held = await pop(client, "wait", partition="b")  # leased: left alone until its lease ends
     assert data(held) == ["leased"]
-    done = await retention_pass(broker.db, now=later(31))
+    done = await retention_pass(broker.db, wait=True, now=later(31))
     assert done["evicted"] == 2
     dlq = (await client.get("/api/v1/dlq", params={"queue": "wait"})).json()
     assert sorted(m["data"] for m in dlq["messages"]) == ["stale-1", "stale-2"]
@@ -76,8 +76,52 @@ async def test_max_wait_moves_old_pending_messages_to_the_dlq(client, broker):
 async def test_dedup_index_is_pruned_past_window_and_segment(client, broker):
     await configure(client, "prune", retentionSeconds=10, dedupWindowSeconds=20)
     await push(client, "prune", "x", txids=["p-1"])
-    await retention_pass(broker.db, now=later(11))  # the segment goes first
+    await retention_pass(broker.db, wait=True, now=later(11))  # the segment goes first
     assert await count(broker, "transaction_index") == 1
-    done = await retention_pass(broker.db, now=later(21))
+    done = await retention_pass(broker.db, wait=True, now=later(21))
     assert done["pruned"] == 1
     assert await count(broker, "transaction_index") == 0
+
+
+
+
+async def test_a_pass_that_must_run_waits_for_the_one_holding_the_lock(client, broker):
+    """Issue 25, point 15: a test's pass met the broker's own start-up pass holding the lock
+    and got None. A pass asked with wait=True waits for the holder, then runs."""
+    import contextlib
+
+    import asyncpg
+    import trio
+
+    from queen_trio.ops.maintenance import RETENTION_LOCK_KEY
+
+    await push(client, "keep", 1)
+
+    async def hold_lock():
+        # Holds the lock until the test cancels its statement (no timing to race).
+        with contextlib.suppress(asyncpg.QueryCanceledError):
+            await broker.db.in_transaction(lambda c: c.execute(
+                "SELECT pg_advisory_xact_lock($1), pg_sleep(60)", RETENTION_LOCK_KEY))
+
+    key = (RETENTION_LOCK_KEY >> 32, RETENTION_LOCK_KEY & 0xFFFFFFFF)
+    holder_sql = ("SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                  "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1 "
+                  "AND l.objid = $2 AND a.query LIKE '%pg_sleep(60)%'")
+    waiting_sql = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND NOT granted AND classid = $1 AND objid = $2")
+    done = {}
+
+    async def must_run():
+        done["pass"] = await retention_pass(broker.db, wait=True, now=later(1))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold_lock)
+        while (holder := await db_fetchval(broker.db, holder_sql, *key)) is None:
+            await trio.sleep(0.01)
+        assert await retention_pass(broker.db, now=later(1)) is None  # skips its turn
+        nursery.start_soon(must_run)
+        while not await db_fetchval(broker.db, waiting_sql, *key):
+            await trio.sleep(0.01)
+        assert "pass" not in done  # it waits for the holder
+        await db_fetchval(broker.db, "SELECT pg_cancel_backend($1)", holder)
+    assert done["pass"] == {"expired": 0, "completed": 0, "evicted": 0, "pruned": 0}

@@ -134,3 +134,32 @@ async def test_a_second_sigterm_exits_143_in_one_line(database_url, workers):
         out = await signal_twice(server, signal.SIGTERM)
     assert out.strip().splitlines()[-1] == (
         "queen-trio: second SIGTERM: exiting now; no embedded PostgreSQL was running")
+
+
+async def test_a_sigkilled_brokers_cluster_is_named_by_status_and_adopted_at_the_next_start(
+        cluster_path):
+    """Issue 25, point 12: SIGKILL leaves the embedded PostgreSQL running (its own session);
+    `queen-trio status` says so while no broker answers, and the next start adopts it."""
+    from tests.support.cli import cli_env, run_cli
+
+    data_dir = cluster_path
+    cluster = EmbeddedPostgres(data_dir)
+    async with running_broker(args=["--data-dir", str(data_dir)]) as first:
+        url = first.url
+        first.proc.kill()
+        assert await first.wait_exit() == -signal.SIGKILL
+    orphan = cluster.postmaster()
+    assert orphan is not None
+    said = await run_cli("status", "--server", url, env=cli_env(QUEEN_DATA_DIR=str(data_dir)))
+    assert said.status == 6
+    assert (f"the embedded PostgreSQL of {data_dir} (pid {orphan.pid}, port {orphan.port}) is "
+            "running without its broker, which did not stop cleanly: `queen-trio serve` adopts "
+            "it") in said.err
+    async with running_broker(args=["--data-dir", str(data_dir)]) as second:
+        assert ("adopted the embedded PostgreSQL left running by an earlier broker that did not "
+                "stop cleanly") in second.output()
+        # A broker holds the directory now: status names no leftover.
+        quiet = await run_cli("status", "--server", "http://127.0.0.1:9",
+                              env=cli_env(QUEEN_DATA_DIR=str(data_dir)))
+        assert quiet.status == 6 and "without its broker" not in quiet.err
+    assert cluster.postmaster() is None

@@ -219,9 +219,9 @@ async def test_samples_are_written_every_interval_and_pruned(database_url):
         assert broker.sampler.statistics().samples >= 3
         assert broker.stats_age() in (0, 1)
         later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=8)
-        done = await stats_pass(broker.db, retention_days=7, now=later)
+        done = await stats_pass(broker.db, wait=True, retention_days=7, now=later)
         assert done is not None and done["pruned"] >= 3
-        kept = await stats_pass(broker.db, retention_days=7)
+        kept = await stats_pass(broker.db, wait=True, retention_days=7)
         assert kept is not None and kept["pruned"] == 0
 
 
@@ -243,3 +243,15 @@ async def test_series_take_the_bucket_width_asked_for(client):
     week = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-08T00:00:00Z"}
     r = await client.get("/api/v1/status", params={**week, "bucketMinutes": "1"})
     assert r.status_code == 400 and "more than 2000 buckets" in r.json()["error"]
+
+
+async def test_an_idle_brokers_stats_maintenance_is_quiet(client, broker, caplog):
+    # Issue 25, point 11: the minute's snapshots are routine, not a line in the log.
+    import logging
+
+    caplog.set_level(logging.INFO, logger="queen_trio.maintenance")
+    await push(client, "idle-queue", 1)
+    for _ in range(3):  # each waits for the lock if the broker's own timer holds it
+        assert await broker.stats_maintenance.snapshot_now()
+    assert [r.getMessage() for r in caplog.records] == []
+    assert broker.stats_maintenance.statistics().totals["snapshots"] >= 3

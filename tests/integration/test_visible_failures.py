@@ -68,3 +68,14 @@ async def test_an_open_port_without_authentication_is_warned_about(database_url,
     async with running_broker({"DATABASE_URL": database_url}, workers=workers) as loopback:
         pass
     assert "authentication off" not in loopback.output()
+
+
+async def test_a_broker_listens_on_loopback_unless_told_otherwise(database_url):
+    # Issue 25, point 1: no --host, no HOST: 127.0.0.1, as PostgreSQL and Redis do, and so no
+    # warning about an open port.
+    env = {"DATABASE_URL": database_url, "HOST": ""}
+    async with running_broker(env, host=None) as broker:
+        port = broker.url.rsplit(":", 1)[1]
+        await broker.wait_for_output("queen-trio listening")
+    assert f"http://127.0.0.1:{port}" in broker.output()
+    assert "authentication off" not in broker.output()

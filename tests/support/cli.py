@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import signal
+import struct
 import sys
 import tempfile
+import termios
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +84,34 @@ def interruptible() -> None:
     when the tests run in a background job (a non-interactive shell starts those with SIGINT
     ignored, the child inherits that, and Python then installs no KeyboardInterrupt)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+async def in_terminal(*args: str, typed: bytes = b"", env: dict | None = None,
+                      columns: int = 120) -> tuple[int, str]:
+    """Run the CLI with stdin, stdout and stderr on a pseudo-terminal; its status and screen."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = await trio.lowlevel.open_process([EXECUTABLE, *args], stdin=slave, stdout=slave,
+                                            stderr=slave, env=env or cli_env())
+    os.close(slave)
+    if typed:
+        os.write(master, typed)
+
+    def read_all() -> bytes:
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every end of the terminal is closed
+                return b"".join(chunks)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    try:
+        with trio.fail_after(60):
+            screen = await trio.to_thread.run_sync(read_all)
+            status = await proc.wait()
+    finally:
+        os.close(master)
+    return status, screen.decode(errors="replace").replace("\r\n", "\n")

@@ -133,9 +133,11 @@ class RunningBroker:
 
 @asynccontextmanager
 async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
-                         workers: int = 1) -> AsyncIterator[RunningBroker]:
-    """A broker process, healthy (every worker serving); stopped with SIGTERM (then SIGKILL)
-    on the way out."""
+                         workers: int = 1, host: str | None = "127.0.0.1",
+                         health: int = 200) -> AsyncIterator[RunningBroker]:
+    """A broker process, every worker serving and answering /health with `health` (503: a
+    broker whose database is unreachable); stopped with SIGTERM (then SIGKILL) on the way
+    out. `host=None` gives it no `--host`: it listens where its default says."""
     port = free_port()
     fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
     extra = []
@@ -144,8 +146,8 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
         base = free_ports(workers)
         extra = ["--worker-ports", str(base)]
         worker_urls = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
-    cmd = serve_command("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-                        *extra, *(args or []))
+    cmd = serve_command(*(["--host", host] if host is not None else []), "--port", str(port),
+                        "--workers", str(workers), *extra, *(args or []))
     try:
         proc = subprocess.Popen(cmd, env=broker_env(env), stdout=fd, stderr=subprocess.STDOUT)
     finally:
@@ -161,7 +163,7 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
                             raise RuntimeError(f"broker exited {proc.returncode}: "
                                                f"{broker.output()}")
                         try:
-                            if (await client.get(url + "/health")).status_code == 200:
+                            if (await client.get(url + "/health")).status_code == health:
                                 break
                         except httpx.TransportError:
                             pass

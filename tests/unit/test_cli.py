@@ -68,7 +68,7 @@ def test_client_commands_take_the_connection_flags() -> None:
 
 def test_serve_help_shows_every_default() -> None:
     text = " ".join(help_of("serve").split())
-    for shown in ("HOST; default 0.0.0.0", "PORT; default 6632",
+    for shown in ("HOST; default 127.0.0.1", "PORT; default 6632",
                   "QUEEN_DATA_DIR; default $XDG_DATA_HOME/queen-trio",
                   "DATABASE_URL; default unset: the embedded PostgreSQL",
                   "LOG_LEVEL; default info", "LOG_REQUESTS; default off",

@@ -40,7 +40,10 @@ MAY_IMPORT: dict[str, set[str]] = {
 # no other command loads it.
 DOORS = {("queen_trio.cli.serve", "queen_trio.web.server"),
          ("queen_trio.cli.serve", "queen_trio.web.supervisor"),
-         ("queen_trio.cli.spool", "queen_trio.push.spool_cli")}
+         ("queen_trio.cli.spool", "queen_trio.push.spool_cli"),
+         # `status` with no broker answering: an embedded cluster left running without one.
+         ("queen_trio.cli.probes", "queen_trio.storage.datadir"),
+         ("queen_trio.cli.probes", "queen_trio.storage.embedded")}
 # Top-level modules that are not a folder of their own.
 TOP_LEVEL_ROOM = {
     "queen_trio": FOUNDATION, "errors": FOUNDATION, "wire": FOUNDATION,

@@ -179,3 +179,20 @@ def test_with_authentication_off_only_the_switches_are_read() -> None:
     assert on.jwks_timeout_seconds == 1.5
     with pytest.raises(ConfigError, match="^JWT_CLOCK_SKEW='soon' is not a number$"):
         AuthSettings.from_env({"JWT_ENABLED": "1", "JWT_SECRET": "s", "JWT_CLOCK_SKEW": "soon"})
+
+
+def test_the_broker_listens_on_loopback_by_default() -> None:
+    # Issue 25, point 1: elsewhere takes an explicit HOST or --host.
+    assert Settings.from_env({}).host == "127.0.0.1"
+    assert Settings.from_env({"HOST": "0.0.0.0"}).host == "0.0.0.0"
+
+
+def test_cors_origins_are_origins_or_a_star() -> None:
+    assert Settings.from_env({}).cors_origins == ()
+    settings = Settings.from_env(
+        {"QUEEN_CORS_ORIGINS": " https://App.example.com, http://localhost:3000 ,"})
+    assert settings.cors_origins == ("https://app.example.com", "http://localhost:3000")
+    assert Settings.from_env({"QUEEN_CORS_ORIGINS": "*"}).cors_origins == ("*",)
+    for bad in ("https://app.example.com/", "app.example.com", "https://a.example/x", "null"):
+        with pytest.raises(ConfigError, match="^QUEEN_CORS_ORIGINS: .* is not an origin"):
+            Settings.from_env({"QUEEN_CORS_ORIGINS": bad})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,17 @@ def test_the_template_key_changes_with_a_function_view_or_trigger(
                                          *real.objects[1:]))
     monkeypatch.setattr(cluster_cache, "sql_objects", lambda: edited)
     assert cluster_cache.template_key() != key
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"default_batch_size": "many"}, "default_batch_size='many' is not an integer"),
+    ({"log_requests": 1}, "log_requests=1 is not true or false"),
+    ({"encryption_key": 5}, "encryption_key=5 is not a string or None"),
+    ({"cors_origins": "*"}, "cors_origins='*' is not a list of strings"),
+    ({"log_level": "loud"}, "log_level='loud' is not a log level"),
+    ({"default_batch_size": 0}, "DEFAULT_BATCH_SIZE must be at least 1 (default_batch_size=0)"),
+])
+def test_a_value_a_setting_cannot_take_is_refused_in_words(settings, said) -> None:
+    # Issue 25, point 12: named in one line, before any process starts.
+    with pytest.raises((TypeError, ValueError), match=re.escape(said)):
+        normalise(settings)

@@ -56,3 +56,12 @@ def test_orders_can_be_encrypted_at_rest(client: httpx.Client) -> None:
     shipped: list[dict] = []
     assert ship_orders(client, shipped.append) == 1
     assert shipped[0]["items"] == ["ring"]
+
+
+@pytest.mark.asyncio
+async def test_the_official_client_sees_the_orders(queen_client, queen_url: str) -> None:
+    # queen_client: the official Python client (queen-mq) on the same empty broker.
+    with httpx.Client(base_url=queen_url) as client:
+        place_order(client, 5, ["lamp"])
+    messages = await queen_client.queue(QUEUE).batch(10).wait(False).pop()
+    assert [m["data"]["order"] for m in messages] == [5]

@@ -7,7 +7,7 @@ from ...broker import Broker
 from ...consume import acks
 from ...consume.dlq import read_dead_letters
 from ...consume.pop import parse_pop
-from ..http import CORS_HEADERS, Response, json_response
+from ..http import Response, json_response
 from ..request import Request
 
 
@@ -20,7 +20,7 @@ async def pop(broker: Broker, request: Request) -> Response:
     delivery = await broker.consumer.pop(req, request.gone)
     broker.activity.record_pop(req.queue, None if delivery is None else delivery.reply)
     if delivery is None:
-        return Response(204, b"", list(CORS_HEADERS), items=0)
+        return Response(204, b"", [], items=0)
     response = json_response(200, delivery.reply, items=len(delivery.reply["messages"]),
                              queue=delivery.reply["queue"])
     response.undelivered = lambda: broker.consumer.release(delivery)

@@ -1,4 +1,5 @@
-"""GET /health: whether this broker's database answers, and which broker this is."""
+"""GET /health: whether this broker's database answers (and if not, why), which broker this
+is, and whether it encrypts the queues that ask for it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from ..request import Request
 
 
 async def health(broker: Broker, request: Request) -> Response:
-    healthy = await broker.db.ping()
+    reason = await broker.db.unhealthy()
+    healthy = reason is None
     return json_response(200 if healthy else 503, {
         "status": "healthy" if healthy else "unhealthy",
         "database": "connected" if healthy else "disconnected",
         "server": "queen-trio",
         "version": __version__,
         "worker_id": broker.identity.worker_id,
+        # Why the status is unhealthy (the host, the port and the error); null when healthy.
+        "reason": reason,
+        "encryption": broker.cipher.status.to_wire(),
     })

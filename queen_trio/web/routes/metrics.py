@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...broker import Broker
 from ...ops import metrics
-from ..http import CORS_HEADERS, Response, json_response
+from ..http import Response, json_response
 from ..request import Request
 
 
@@ -20,4 +20,4 @@ async def prometheus(broker: Broker, request: Request) -> Response:
     text = await metrics.prometheus(broker.db, broker.figures(),
                                     fresh_seconds=broker.sampler.fresh_seconds)
     return Response(200, text, [(b"content-type", metrics.PROMETHEUS_CONTENT_TYPE),
-                                (b"cache-control", b"no-cache"), *CORS_HEADERS])
+                                (b"cache-control", b"no-cache")])

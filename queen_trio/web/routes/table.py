@@ -148,4 +148,5 @@ def create_app(broker: Broker, auth: Authenticator | None = None) -> App:
     assets()  # the dashboard's files, read now: a broken install fails here, not on a page
     return App(Router(ROUTES), broker, auth or Authenticator(broker.settings.auth),
                max_body_bytes=broker.settings.max_body_bytes,
+               cors_origins=broker.settings.cors_origins,
                observe=broker.activity.record_request)

@@ -20,8 +20,10 @@ WITH subs AS (
     DELETE FROM queen.consumer_state cs
      WHERE cs.consumer_group = :consumer_group
        AND (:queue_id::uuid IS NULL OR cs.queue_id = :queue_id)
-    RETURNING 1
+    RETURNING cs.touched_at
 )
-SELECT (SELECT count(*) FROM states) AS deleted_partitions,
+-- Every state row goes; the count is of the partitions the group had touched (touched_at), as
+-- the reference counts.
+SELECT (SELECT count(*) FROM states WHERE touched_at IS NOT NULL) AS deleted_partitions,
        (SELECT count(*) FROM subs) + (SELECT count(*) FROM forgotten) AS subscriptions,
        (SELECT count(*) FROM remembered) AS remembered

@@ -1,6 +1,8 @@
 -- Seek a group's existing state rows on a queue (or one partition): to the end, or to just
 -- after the last message committed at or before :target (never before the group's own start).
 -- Leases are released and retry counters reset. The caller locked the rows (group_lock_states).
+-- Every state row moves; `touched` says which ones the group had touched (the reply counts
+-- those, as the reference does).
 WITH target AS (
     SELECT cs.partition_id,
            CASE WHEN :to_end::boolean THEN p.next_offset
@@ -23,7 +25,7 @@ UPDATE queen.consumer_state cs
        retry_count = 0, not_before = NULL
   FROM target t
  WHERE cs.partition_id = t.partition_id AND cs.consumer_group = :consumer_group
-RETURNING cs.partition_id,
+RETURNING cs.partition_id, cs.touched_at IS NOT NULL AS touched,
           (SELECT s.created_at FROM queen.segments s
             WHERE s.partition_id = cs.partition_id AND s.first_offset < t.cursor_offset
             ORDER BY s.first_offset DESC LIMIT 1) AS moved_after

@@ -9,6 +9,13 @@ export function num(value) {
 }
 
 // "1 queue", "3 queues".
+// A consumer group's name as people read it: queue mode's internal name is "queue mode"
+// (the API keeps __QUEUE_MODE__, as the reference's contract has it).
+export const QUEUE_MODE = "__QUEUE_MODE__";
+export function groupLabel(name) {
+  return name === QUEUE_MODE ? "queue mode" : name;
+}
+
 export function plural(count, word, many = `${word}s`) {
   return `${num(count)} ${count === 1 ? word : many}`;
 }

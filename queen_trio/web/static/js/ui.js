@@ -2,7 +2,7 @@
 // through a live refresh, error and empty states, badges, confirmations and toasts.
 
 import { append, h, replace } from "./dom.js";
-import { json } from "./format.js";
+import { json, num } from "./format.js";
 import { needs, session } from "./session.js";
 
 let cards = 0;
@@ -22,6 +22,40 @@ export function tiles(items) {
   return h("dl", { class: "tiles" }, items.map(({ label, value, hint, tone, key }) =>
     h("div", { class: `tile ${tone || ""}`, dataset: key ? { tile: key } : undefined },
       h("dt", {}, label), h("dd", {}, value), hint ? h("div", { class: "hint" }, hint) : null)));
+}
+
+// A queue's (or a partition's) message counters as every page shows them. They add up:
+// total = pending + processing + consumed, each where the slowest consumer group stands
+// (a message is consumed once that group acked or dead-lettered it); the dead letters are
+// every group's, so they stand apart from the sum.
+export const consumed = (m) => m.total - m.pending - m.processing;
+export const FIGURES_NOTE = "Total = pending + processing + consumed, counted where the slowest consumer group stands; dead letters are every group's.";
+
+export function figureTiles(m) {
+  return [
+    { key: "total", label: "Total", value: num(m.total), hint: "= pending + processing + consumed" },
+    { key: "pending", label: "Pending", value: num(m.pending), hint: "not delivered yet" },
+    { key: "processing", label: "Processing", value: num(m.processing), hint: "delivered, not acked yet" },
+    { key: "consumed", label: "Consumed", value: num(consumed(m)), hint: "acked or dead-lettered" },
+    { key: "deadLetter", label: "Dead letters", value: num(m.deadLetter), tone: m.deadLetter ? "warn" : "", hint: "every group's" },
+  ];
+}
+
+// The same counters as table columns; `of` gives a row's counters.
+export function figureColumns(of) {
+  return [
+    { key: "pending", label: "Pending", num: true, value: (r) => of(r).pending, render: (r) => num(of(r).pending) },
+    { key: "processing", label: "Processing", num: true, value: (r) => of(r).processing, render: (r) => num(of(r).processing) },
+    { key: "consumed", label: "Consumed", num: true, value: (r) => consumed(of(r)), render: (r) => num(consumed(of(r))) },
+    { key: "total", label: "Total", num: true, value: (r) => of(r).total, render: (r) => num(of(r).total) },
+    { key: "dlq", label: "Dead letters", num: true, value: (r) => of(r).deadLetter, render: (r) => num(of(r).deadLetter) },
+  ];
+}
+
+// "encryption disabled: bad key" (or "no key"), from /health's encryption; null when on.
+export function encryptionOff(encryption) {
+  if (!encryption || encryption.enabled) return null;
+  return `encryption disabled: ${String(encryption.reason || "").split(":")[0] || "no key"}`;
 }
 
 export function definitions(pairs) {

@@ -12,6 +12,16 @@ const RANGES = { "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400 };
 const BUCKETS = [["", "automatic"], ["1", "1 minute"], ["5", "5 minutes"], ["15", "15 minutes"],
                  ["60", "1 hour"], ["360", "6 hours"], ["1440", "1 day"]];
 
+// What each kind of maintenance work is, in words (GET /api/v1/analytics/retention's kinds).
+const MAINTENANCE_KINDS = {
+  expired: "messages removed: retentionSeconds",
+  completed: "messages removed: completedRetentionSeconds",
+  evicted: "moved to dead letters: maxWaitTimeSeconds",
+  pruned: "old samples and index rows pruned",
+  reclaimed: "empty partitions removed",
+  snapshots: "queue snapshots taken (nothing removed)",
+};
+
 export default function analytics({ main, query }) {
   const state = {
     scope: query.scope || "all", name: query.name || "",
@@ -73,7 +83,7 @@ export default function analytics({ main, query }) {
       h("label", {}, "Interval", bucket), h("button", { type: "submit", class: "primary" }, "Show")),
     note.el,
     h("div", { class: "charts" }, throughput.el, lag.el, failures.el, backlog.el),
-    card("Retention", { id: "retention", subtitle: "what maintenance removed, every queue" }, retentionHost),
+    card("Maintenance", { id: "retention", subtitle: "what the periodic passes did, every queue: messages removed by retention, moved to dead letters, old rows pruned; and the queue snapshots taken every minute, which remove nothing" }, retentionHost),
     card("Per queue", { id: "breakdown" }, breakdownRegion.el));
 
   const filter = () => (state.scope === "all" || !state.name ? {} : { [state.scope]: state.name });
@@ -127,7 +137,7 @@ export default function analytics({ main, query }) {
       if (!retention || retention.kinds !== kept.kinds.join()) {
         if (retention) retention.chart.destroy();
         const kinds = kept.kinds.length ? kept.kinds : ["expired", "completed"];
-        retention = { kinds: kept.kinds.join(), chart: new TimeChart({ title: "Removed per bucket", series: kinds.map((k) => ({ label: k, value: (p) => p[k] || 0 })) }) };
+        retention = { kinds: kept.kinds.join(), chart: new TimeChart({ title: "Maintenance work per bucket", series: kinds.map((k) => ({ label: MAINTENANCE_KINDS[k] || k, value: (p) => p[k] || 0 })) }) };
         retentionHost.replaceChildren(retention.chart.el);
       }
       retention.chart.update(kept.points);

@@ -3,7 +3,7 @@
 import { retryButton } from "../actions.js";
 import { get } from "../api.js";
 import { h, link } from "../dom.js";
-import { num, time } from "../format.js";
+import { groupLabel, num, time } from "../format.js";
 import { card, payload, Region, Table } from "../ui.js";
 
 const PAGE = 50;
@@ -21,7 +21,7 @@ export default function dlq({ main, query }) {
     columns: [
       { key: "failed", label: "Failed at", render: (d) => h("span", { title: d.failedAt }, time(d.failedAt)) },
       { key: "where", label: "Queue / partition", render: (d) => [link(["queues", d.queue], d.queue), ` / ${d.partition}`] },
-      { key: "group", label: "Group", render: (d) => link(["groups", d.consumerGroup], d.consumerGroup) },
+      { key: "group", label: "Group", render: (d) => link(["groups", d.consumerGroup], groupLabel(d.consumerGroup)) },
       { key: "tx", label: "Message", header: true, render: (d) => link(["messages", d.partitionId, d.transactionId], d.transactionId) },
       { key: "error", label: "Error", render: (d) => h("span", { class: "error-text" }, d.errorMessage || "–") },
       { key: "retries", label: "Retries", num: true, render: (d) => num(d.retryCount) },

@@ -3,7 +3,7 @@
 import { deleteGroupButton, seekButton } from "../actions.js";
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { ago, duration, num, time } from "../format.js";
+import { ago, duration, groupLabel, num, time } from "../format.js";
 import { badge, card, emptyState, Region, Table } from "../ui.js";
 
 export default function group({ main, params }) {
@@ -11,11 +11,11 @@ export default function group({ main, params }) {
   const region = new Region();
   const actions = h("div", { class: "actions" }, deleteGroupButton(name));
   main.append(h("div", { class: "page-head" },
-    h("div", {}, h("p", { class: "crumbs" }, link(["groups"], "Consumer groups"), " / "), h("h1", {}, name)), actions),
+    h("div", {}, h("p", { class: "crumbs" }, link(["groups"], "Consumer groups"), " / "), h("h1", {}, groupLabel(name))), actions),
   region.el);
 
   return {
-    title: name,
+    title: groupLabel(name),
     refresh: async () => {
       try {
         const [detail, list] = await Promise.all([get(path("/api/v1/consumer-groups", name)), get("/api/v1/consumer-groups")]);
@@ -30,7 +30,7 @@ export default function group({ main, params }) {
         region.show(queues.map(([queue, { partitions }]) => {
           const s = summary.get(queue);
           const table = new Table({
-            label: `${name} on ${queue}`,
+            label: `${groupLabel(name)} on ${queue}`,
             key: (r) => r.partitionId,
             columns: [
               { key: "partition", label: "Partition", header: true, render: (r) => r.partition },

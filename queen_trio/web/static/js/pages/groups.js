@@ -3,7 +3,7 @@
 import { deleteGroupButton, seekButton } from "../actions.js";
 import { get } from "../api.js";
 import { h, link } from "../dom.js";
-import { ago, duration, num } from "../format.js";
+import { ago, duration, groupLabel, num } from "../format.js";
 import { badge, Region, Table } from "../ui.js";
 
 export default function groups({ main, query }) {
@@ -20,7 +20,7 @@ export default function groups({ main, query }) {
     sort: "time",
     columns: [
       { key: "name", label: "Group / queue", header: true, value: (g) => `${g.name}\n${g.queueName}`,
-        render: (g) => [link(["groups", g.name], g.name), h("div", { class: "sub" }, link(["queues", g.queueName], g.queueName))] },
+        render: (g) => [link(["groups", g.name], groupLabel(g.name)), h("div", { class: "sub" }, link(["queues", g.queueName], g.queueName))] },
       { key: "state", label: "State", value: (g) => g.state, render: (g) => badge(g.state) },
       { key: "lagging", label: "Partitions behind", num: true, value: (g) => g.partitionsWithLag,
         render: (g) => `${num(g.partitionsWithLag)} of ${num(g.members)}` },
@@ -39,7 +39,7 @@ export default function groups({ main, query }) {
       && (!state.value || g.state === state.value));
     table.empty = rows.length
       ? "No consumer group matches: clear the filters."
-      : "No consumer groups yet: a pop with consumerGroup=NAME creates one; pops without a group read in queue mode (__QUEUE_MODE__).";
+      : "No consumer groups yet: a pop with consumerGroup=NAME creates one; pops without a group read in queue mode.";
     table.update(picked);
     region.show(table.el);
   };

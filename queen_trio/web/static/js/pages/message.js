@@ -4,7 +4,7 @@
 import { deleteMessage, retryButton } from "../actions.js";
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { json, num, time } from "../format.js";
+import { groupLabel, json, num, time } from "../format.js";
 import { can } from "../session.js";
 import { actionButton, badge, card, code, definitions, emptyState, Region, Table } from "../ui.js";
 
@@ -30,7 +30,7 @@ export default function message({ main, params }) {
     key: (g) => g.name,
     empty: "No consumer group has read this partition yet.",
     columns: [
-      { key: "name", label: "Group", header: true, render: (g) => link(["groups", g.name], g.name) },
+      { key: "name", label: "Group", header: true, render: (g) => link(["groups", g.name], groupLabel(g.name)) },
       { key: "status", label: "Status", render: (g) => badge(g.status) },
       { key: "consumed", label: "Consumed", render: (g) => (g.consumed ? "yes" : "no") },
       { key: "lease", label: "Lease until", render: (g) => (g.leaseExpiresAt ? time(g.leaseExpiresAt) : "–") },
@@ -42,7 +42,7 @@ export default function message({ main, params }) {
     key: (d) => d.consumerGroup,
     empty: "Not dead-lettered by any group.",
     columns: [
-      { key: "group", label: "Group", header: true, render: (d) => d.consumerGroup },
+      { key: "group", label: "Group", header: true, render: (d) => groupLabel(d.consumerGroup) },
       { key: "error", label: "Error", render: (d) => d.errorMessage || "–" },
       { key: "retries", label: "Retries", num: true, render: (d) => num(d.retryCount) },
       { key: "failed", label: "Failed at", render: (d) => time(d.failedAt) },

@@ -4,9 +4,9 @@
 import { get } from "../api.js";
 import { sparkline, TimeChart } from "../charts.js";
 import { h, link } from "../dom.js";
-import { duration, ms, num, pct, plural, rate } from "../format.js";
+import { duration, groupLabel, ms, num, pct, plural, rate } from "../format.js";
 import { rangeQuery, session } from "../session.js";
-import { badge, card, code, emptyState, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
+import { badge, card, code, emptyState, FIGURES_NOTE, figureTiles, PUSH_EXAMPLE, Region, Table, tiles } from "../ui.js";
 
 const METRICS = [
   ["Ingested", (p) => p.ingestedPerSecond, rate],
@@ -64,7 +64,7 @@ export default function overview({ main }) {
     key: (g) => JSON.stringify([g.name, g.queueName]),
     empty: "No consumer group is behind.",
     columns: [
-      { key: "name", label: "Group / queue", header: true, render: (g) => [link(["groups", g.name], g.name),
+      { key: "name", label: "Group / queue", header: true, render: (g) => [link(["groups", g.name], groupLabel(g.name)),
         h("div", { class: "sub" }, link(["queues", g.queueName], g.queueName))] },
       { key: "state", label: "State", render: (g) => badge(g.state) },
       { key: "lag", label: "Left", num: true, render: (g) => num(g.totalLag) },
@@ -97,15 +97,11 @@ export default function overview({ main }) {
       tiles([
         { key: "queues", label: "Queues", value: num(o.queues), hint: `${plural(o.namespaces, "namespace")} · ${plural(o.tasks, "task")}` },
         { key: "partitions", label: "Partitions", value: num(o.partitions) },
-        { key: "total", label: "Messages", value: num(m.total) },
-        { key: "pending", label: "Pending", value: num(m.pending) },
-        { key: "processing", label: "Processing", value: num(m.processing) },
-        { key: "completed", label: "Completed", value: num(m.completed) },
-        { key: "deadLetter", label: "Dead letters", value: num(m.deadLetter), tone: m.deadLetter ? "warn" : "" },
+        ...figureTiles(m),
         { key: "lag", label: "Max lag", value: duration(o.lag.time.max), hint: `at most ${plural(o.lag.offset.max, "message")} behind` },
         { key: "in", label: "Ingested", value: rate(o.throughput.ingestedPerSecond), hint: "5-minute average" },
         { key: "out", label: "Processed", value: rate(o.throughput.processedPerSecond), hint: "5-minute average" },
-      ]));
+      ]), h("p", { class: "muted figures-note" }, FIGURES_NOTE));
     } catch (error) {
       totals.fail(error, "Could not load the totals");
     }

@@ -4,10 +4,10 @@
 import { deleteGroupButton, deleteQueueButton, seekButton } from "../actions.js";
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { ago, duration, num, time } from "../format.js";
+import { ago, duration, groupLabel, num, time } from "../format.js";
 import { openPop, openPush } from "../forms.js";
 import { can } from "../session.js";
-import { badge, card, definitions, emptyState, Region, Table, tiles } from "../ui.js";
+import { badge, card, definitions, emptyState, encryptionOff, FIGURES_NOTE, figureColumns, figureTiles, Region, Table, tiles } from "../ui.js";
 
 export default function queue({ main, params }) {
   const name = params.queue;
@@ -27,11 +27,7 @@ export default function queue({ main, params }) {
     columns: [
       { key: "name", label: "Partition", header: true, value: (p) => p.name,
         render: (p) => link(["messages"], p.name, { queue: name, partition: p.name }, { title: "Messages of this partition" }) },
-      { key: "pending", label: "Pending", num: true, value: (p) => p.stats.pending, render: (p) => num(p.stats.pending) },
-      { key: "processing", label: "Processing", num: true, value: (p) => p.stats.processing, render: (p) => num(p.stats.processing) },
-      { key: "completed", label: "Completed", num: true, value: (p) => p.stats.completed, render: (p) => num(p.stats.completed) },
-      { key: "dlq", label: "Dead letters", num: true, value: (p) => p.stats.deadLetter, render: (p) => num(p.stats.deadLetter) },
-      { key: "total", label: "Total", num: true, value: (p) => p.stats.total, render: (p) => num(p.stats.total) },
+      ...figureColumns((p) => p.stats),
       { key: "oldest", label: "Oldest pending", num: true, value: (p) => oldestPending(p),
         render: (p) => h("span", { title: oldestPending(p) || "" }, oldestPending(p) ? ago(oldestPending(p)) : "–") },
       { key: "lag", label: "Lag", num: true, value: (p) => lagOf(p), render: (p) => duration(lagOf(p)) },
@@ -94,15 +90,15 @@ export default function queue({ main, params }) {
       get(path("/api/v1/resources/queues", name)), get(path("/api/v1/status/queues", name))]);
     const t = detail.totals;
     showActions(t);
+    // A queue that asks for encryption while the broker cannot encrypt says so at the top.
+    const off = status.queue.config.encryptionEnabled ? encryptionOff((await get("/health")).encryption) : null;
     head.show(h("p", { class: "muted" }, `namespace ${detail.namespace || "–"} · task ${detail.task || "–"} · priority ${detail.priority} · created ${time(detail.createdAt)}`),
+      off ? h("p", { class: "error-text", dataset: { notice: "encryption" } },
+        `This queue has encryptionEnabled, but ${off}: its messages are stored in plaintext (the broker's QUEEN_ENCRYPTION_KEY).`) : null,
       tiles([
         { key: "partitions", label: "Partitions", value: num(detail.partitions.length) },
-        { key: "pending", label: "Pending", value: num(t.pending) },
-        { key: "processing", label: "Processing", value: num(t.processing) },
-        { key: "completed", label: "Completed", value: num(t.completed) },
-        { key: "deadLetter", label: "Dead letters", value: num(t.deadLetter), tone: t.deadLetter ? "warn" : "" },
-        { key: "total", label: "Total", value: num(t.total) },
-      ]));
+        ...figureTiles(t),
+      ]), h("p", { class: "muted figures-note" }, FIGURES_NOTE));
     config.show(definitions(Object.entries(status.queue.config).map(([k, v]) => [k, String(v)])));
     return detail;
   }
@@ -120,7 +116,7 @@ export default function queue({ main, params }) {
         }
       }
       const cursors = new Table({
-        label: `Cursors of ${g.name} on ${name}`,
+        label: `Cursors of ${groupLabel(g.name)} on ${name}`,
         key: (r) => r.partitionId,
         columns: [
           { key: "partition", label: "Partition", header: true, render: (r) => r.partition },
@@ -137,14 +133,14 @@ export default function queue({ main, params }) {
       cursors.update(rows);
       return h("div", { class: "group-block", dataset: { group: g.name } },
         h("div", { class: "group-head" },
-          h("h3", {}, link(["groups", g.name], g.name)), badge(g.state),
+          h("h3", {}, link(["groups", g.name], groupLabel(g.name))), badge(g.state),
           h("span", { class: "muted" }, `${num(g.totalLag)} left · max lag ${duration(g.maxTimeLag)} · subscription ${g.subscriptionMode}`),
           h("span", { class: "actions" }, seekButton({ group: g.name, queue: name }, "Seek queue…"), deleteGroupButton(g.name, name))),
         cursors.el);
     });
     lagByPartition = lag;
     groupsRegion.show(blocks.length ? blocks
-      : emptyState("No consumer group reads this queue yet: a pop with consumerGroup=NAME creates one (queue-mode pops show as __QUEUE_MODE__)."));
+      : emptyState("No consumer group reads this queue yet: a pop with consumerGroup=NAME creates one (pops without a group show as queue mode)."));
   }
 
   async function loadMessages() {

@@ -3,7 +3,7 @@
 import { get } from "../api.js";
 import { h, link } from "../dom.js";
 import { ago, num } from "../format.js";
-import { code, PUSH_EXAMPLE, Region, Table } from "../ui.js";
+import { code, FIGURES_NOTE, figureColumns, PUSH_EXAMPLE, Region, Table } from "../ui.js";
 
 const LIMIT = 1000;
 
@@ -20,11 +20,7 @@ export default function queues({ main, query }) {
       { key: "namespace", label: "Namespace", value: (q) => q.namespace || "", render: (q) => q.namespace || "–" },
       { key: "task", label: "Task", value: (q) => q.task || "", render: (q) => q.task || "–" },
       { key: "partitions", label: "Partitions", num: true, value: (q) => q.partitions, render: (q) => num(q.partitions) },
-      { key: "pending", label: "Pending", num: true, value: (q) => q.messages.pending, render: (q) => num(q.messages.pending) },
-      { key: "processing", label: "Processing", num: true, value: (q) => q.messages.processing, render: (q) => num(q.messages.processing) },
-      { key: "completed", label: "Completed", num: true, value: (q) => q.messages.completed, render: (q) => num(q.messages.completed) },
-      { key: "dlq", label: "Dead letters", num: true, value: (q) => q.messages.deadLetter, render: (q) => num(q.messages.deadLetter) },
-      { key: "total", label: "Total", num: true, value: (q) => q.messages.total, render: (q) => num(q.messages.total) },
+      ...figureColumns((q) => q.messages),
       { key: "activity", label: "Last activity", num: true, value: (q) => q.lastActivity || "", render: (q) => h("span", { title: q.lastActivity || "" }, ago(q.lastActivity)) },
     ],
   });
@@ -49,7 +45,7 @@ export default function queues({ main, query }) {
     h("h1", {}, "Queues"),
     h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
       h("label", {}, "Name", search), h("label", {}, "Namespace", namespace), h("label", {}, "Task", task)),
-    count, region.el);
+    count, region.el, h("p", { class: "muted figures-note" }, FIGURES_NOTE));
 
   // The namespace and task choices come from the queues listed (each names its own), so the
   // page asks the broker for one list only.

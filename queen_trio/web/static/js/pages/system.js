@@ -7,7 +7,7 @@ import { h } from "../dom.js";
 import { ago, bytes, duration, ms, num, pct, rate } from "../format.js";
 import { live } from "../live.js";
 import { can, rangeQuery } from "../session.js";
-import { actionButton, card, confirmAction, definitions, Region, Table, tiles, toast } from "../ui.js";
+import { actionButton, card, confirmAction, definitions, encryptionOff, Region, Table, tiles, toast } from "../ui.js";
 
 export default function system({ main }) {
   const processRegion = new Region();
@@ -85,7 +85,12 @@ export default function system({ main }) {
 
   async function loadProcess() {
     const m = await get("/metrics");
+    const off = encryptionOff(m.encryption);
+    const badKey = off && m.encryption.reason.startsWith("bad key");
     processRegion.show(h("p", { class: "muted" }, `Answered by ${m.workerId} (pid ${m.pid}), up ${duration(m.uptime)}`),
+      // A key that is set but cannot be used is a mistake to fix: said at the top.
+      badKey ? h("p", { class: "error-text", dataset: { notice: "encryption" } },
+        `${off}: ${m.encryption.reason.replace(/^bad key: /, "")}; queues with encryptionEnabled store plaintext.`) : null,
       tiles([
         { label: "Requests", value: rate(m.requests.rate), hint: `${num(m.requests.total)} in all` },
         { label: "Messages", value: rate(m.messages.rate), hint: `${num(m.messages.popped)} popped · ${num(m.messages.acked)} acked` },
@@ -94,6 +99,8 @@ export default function system({ main }) {
         { label: "Event loop lag", value: ms(m.eventLoopLag.maxMs), hint: `average ${ms(m.eventLoopLag.avgMs)}` },
         { label: "Memory (RSS)", value: bytes(m.memory.rss) },
         { label: "CPU time", value: `${duration(m.cpu.user)} user`, hint: `${duration(m.cpu.system)} system` },
+        { key: "encryption", label: "Encryption at rest", value: off ? `off (${off.replace("encryption disabled: ", "")})` : "on",
+          tone: badKey ? "warn" : "", hint: off ? "queues with encryptionEnabled store plaintext" : "QUEEN_ENCRYPTION_KEY in use" },
       ]));
     const f = m.fusion;
     internalsRegion.show(definitions([

@@ -4,7 +4,7 @@
 
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { duration, json, num, time } from "../format.js";
+import { duration, groupLabel, json, num, time } from "../format.js";
 import { badge, card, code, emptyState, payload, Region } from "../ui.js";
 
 const PAGE = 1000;
@@ -58,7 +58,7 @@ export default function trace({ main, params }) {
     const start = new Date(ordered[0].created_at).getTime();
     const end = new Date(ordered[ordered.length - 1].created_at).getTime();
     const span = Math.max(1, end - start);
-    const laneOf = (e) => `${e.queue_name} / ${e.partition_name} · ${e.consumer_group || "no group"}`;
+    const laneOf = (e) => `${e.queue_name} / ${e.partition_name} · ${e.consumer_group ? groupLabel(e.consumer_group) : "no group"}`;
     const lanes = [...new Set(ordered.map(laneOf))];
     const messages = new Set(ordered.map((e) => `${e.partition_id}/${e.transaction_id}`));
     summary.show(h("p", { class: "muted" },
@@ -87,7 +87,7 @@ export default function trace({ main, params }) {
         h("span", { class: "muted" }, `+${duration((new Date(e.created_at).getTime() - start) / 1000)}`),
         badge(e.event_type, "event-type"),
         h("span", { class: "where" }, link(["queues", e.queue_name], e.queue_name), ` / ${e.partition_name}`),
-        e.consumer_group ? h("span", {}, "group ", link(["groups", e.consumer_group], e.consumer_group)) : null,
+        e.consumer_group ? h("span", {}, "group ", link(["groups", e.consumer_group], groupLabel(e.consumer_group))) : null,
         h("span", {}, "message ", link(["messages", e.partition_id, e.transaction_id], e.transaction_id)),
         (e.trace_names || []).filter((n) => n !== params.name).map((n) => link(["traces", n], n, null, { class: "chip" }))),
       h("div", { class: "event-body" }, code(json(e.data)),
