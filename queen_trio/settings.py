@@ -561,6 +561,21 @@ class Settings:
     db_connection_timeout_ms: int = setting(
         2_000, env="DB_CONNECTION_TIMEOUT",
         doc="timeout for opening a pool connection, in ms")
+    # KV and locks (docs/kv-and-locks.md).
+    kv_pool_size: int = setting(
+        4, env="QUEEN_KV_POOL_SIZE", check=at_least(1),
+        doc="connections of each worker's KV pool, which serves `/api/v1/kv`, `/api/v1/locks` "
+            "and the KV pages, apart from the message path's pool; calls beyond it wait their "
+            "turn first come, first served, and answer 503 `kv_unavailable` after "
+            "`DB_CONNECTION_TIMEOUT`")
+    kv_statement_timeout_ms: int = setting(
+        5_000, env="QUEEN_KV_STATEMENT_TIMEOUT", check=POSITIVE,
+        doc="`statement_timeout` of the KV pool, in ms: well under the clients' 30 s, so a KV "
+            "call never times out on the client while it commits on the broker")
+    kv_sweep_interval_seconds: float = setting(
+        10.0, env="QUEEN_KV_SWEEP_INTERVAL", check=POSITIVE,
+        doc="seconds between passes of the KV expiry sweeper (elected: one broker at a time); "
+            "correctness never depends on it, an expired key is absent either way")
     # The push lane.
     fusion_hold_ms: float = setting(
         3.0, env="QUEEN_V2_FUSION_HOLD_MS", check=POSITIVE,
@@ -769,9 +784,10 @@ class Settings:
 
     @property
     def embedded_max_connections(self) -> int:
-        """The embedded cluster's max_connections: every worker's pool and LISTEN connection,
+        """The embedded cluster's max_connections: every worker's pools and LISTEN connection,
         and a reserve; at least PostgreSQL's default."""
-        return max(self.workers * (self.pool_per_worker + 1) + RESERVED_CONNECTIONS,
+        return max(self.workers * (self.pool_per_worker + self.kv_pool_size + 1)
+                   + RESERVED_CONNECTIONS,
                    MIN_EMBEDDED_CONNECTIONS)
 
     def check(self) -> None:

@@ -3,6 +3,8 @@
 Push operations follow the push path's rules (dedup reported, not an abort; producerSub
 stamped; encryption) and are the only way to set a traceId. Ack operations follow /ack's rules;
 any ack that is refused, or a `requiredLeases` entry that is not live, rolls everything back.
+Riders (`kv`: tx.kv.*, tx.once, tx.guard) run first, in the same transaction (push/riders.py);
+a lost `required` op rolls everything back and answers the kv_precondition verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .items import PushItem, group_items
 from .outcome import Outcome
 from .parse import build_item
 from .publisher import Publisher
+from .riders import REFUSED, RIDERS
 
 
 class _WireItem(msgspec.Struct):
@@ -52,8 +55,8 @@ class _WireOp(msgspec.Struct):
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
     requiredLeases: Any = UNSET
-    # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): read so that a
-    # transaction carrying one is refused, never committed without its gate.
+    # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): applied (push/riders.py)
+    # or, when this broker has no such rider, refused, never committed without their effect.
     kv: Any = UNSET
     timers: Any = UNSET
 
@@ -92,27 +95,44 @@ def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw |
     return item
 
 
-def _refuse_riders(decoded: _WireTransaction) -> None:
-    """A rider this broker cannot honour refuses the whole transaction."""
-    for rider in ("kv", "timers"):
-        if getattr(decoded, rider) not in (UNSET, None, []):
+@attrs.frozen
+class Parsed:
+    """A transaction body, validated: flattened ops, required leases, prepared riders (rider
+    key -> what its parse returned, in RIDERS order)."""
+
+    ops: list[_Op]
+    leases: list[uuid.UUID]
+    riders: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _riders(decoded: _WireTransaction) -> dict[str, Any]:
+    """Each rider the body carries, parsed; one this broker cannot honour refuses the whole
+    transaction."""
+    for key in REFUSED:
+        if getattr(decoded, key) not in (UNSET, None, []):
             # The client's own reason code: its guard and once() callers see why.
             raise BadRequest("kv_bad_request", reason="riders_not_supported",
-                             detail=f"transaction {rider} riders are not supported by this "
+                             detail=f"transaction {key} riders are not supported by this "
                                     "broker yet; nothing was committed")
+    prepared: dict[str, Any] = {}
+    for key, rider in RIDERS.items():
+        value = getattr(decoded, key)
+        if value not in (UNSET, None, []):
+            prepared[key] = rider.parse(value)
+    return prepared
 
 
-def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
+def parse_transaction(body: bytes) -> Parsed:
     try:
         decoded = wire.decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
         if "operations" in str(exc):
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
-    _refuse_riders(decoded)
+    riders = _riders(decoded)
     if decoded.operations is UNSET:
         raise BadRequest("operations array required")
-    if not decoded.operations:
+    if not decoded.operations and not riders:
         raise BadRequest("operations array cannot be empty")
     leases: list[uuid.UUID] = []
     if decoded.requiredLeases not in (UNSET, None):
@@ -144,7 +164,7 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
                                 parse_ack(fields, where))))
         else:
             raise BadRequest(f"Unknown operation type{where}: {op.type!r}")
-    return ops, leases
+    return Parsed(ops, leases, riders)
 
 
 class _Abort(Exception):
@@ -155,6 +175,14 @@ class _Stale(Exception):
     pass
 
 
+class _Precondition(Exception):
+    """A rider's `required` op lost: roll back, answer this kv_precondition verdict."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__("kv_precondition")
+        self.verdict = verdict
+
+
 class TransactionRunner:
     def __init__(self, db: Database, publisher: Publisher, queues: Queues,
                  wakeups: WakeRegistry) -> None:
@@ -163,21 +191,24 @@ class TransactionRunner:
         self._queues = queues
         self._wakeups = wakeups
 
-    async def run(self, ops: list[_Op], leases: list[uuid.UUID],
-                  producer_sub: str | None) -> dict[str, Any]:
+    async def run(self, parsed: Parsed, producer_sub: str | None) -> dict[str, Any]:
+        ops, leases, riders = parsed.ops, parsed.leases, parsed.riders
         reply_id = str(ids.new_id())
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
         segments: list[Segment] = []
         released: list[str] = []
+        rider_results: list[dict[str, Any]] = []
 
         async def attempt() -> set[str]:
-            nonlocal segments, released
+            nonlocal segments, released, rider_results
             segments = [Segment.fuse([self._publisher.pack(group, producer_sub)])
                         for group in group_items(pushes)]
+            rider_results = []
             try:
                 released = await self._db.call(
-                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases))
+                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases, riders,
+                                                      len(ops), rider_results))
             except _Stale as exc:
                 return set(exc.args[0])
             return set()
@@ -187,19 +218,46 @@ class TransactionRunner:
         except _Abort as exc:
             return {"transactionId": reply_id, "success": False, "error": str(exc),
                     "results": []}
+        except _Precondition as exc:
+            return {"transactionId": reply_id, **exc.verdict,
+                    "error": f"kv precondition failed: {exc.verdict['kvReason']}",
+                    "results": []}
         if not fresh:
             return {"transactionId": reply_id, "success": False,
                     "error": "queue configuration kept changing", "results": []}
         for queue in {item.queue for item in pushes} | set(released):
             self._wakeups.notify(queue)
         return {"transactionId": reply_id, "success": True,
-                "results": self._results(ops, segments)}
+                "results": self._results(ops, segments) + rider_results}
+
+    @staticmethod
+    async def _apply_riders(conn: asyncpg.Connection, riders: dict[str, Any], flat: int,
+                            into: list[dict[str, Any]]) -> None:
+        """Every rider, in RIDERS order, first in the transaction (the lock order: KV rows and
+        timer rows before queue, partition and consumer rows). Results go into `into` with
+        their flat index; a lost required op raises _Precondition."""
+        for key, rider in RIDERS.items():
+            if key not in riders:
+                continue
+            results, failure = await rider.apply(conn, riders[key])
+            if failure is not None:
+                raise _Precondition({
+                    "success": False, "ok": False, "reason": "kv_precondition",
+                    "failedIndex": flat + int(failure.get("index", 0)),
+                    "kvReason": failure.get("reason"), "version": failure.get("version", 0),
+                    "value": failure.get("value")})
+            for result in results:
+                into.append({**result, "index": flat})
+                flat += 1
 
     async def _in_transaction(self, conn: asyncpg.Connection, segments: list[Segment],
-                              ack_ops: list[_Op], leases: list[uuid.UUID]) -> list[str]:
+                              ack_ops: list[_Op], leases: list[uuid.UUID],
+                              riders: dict[str, Any], flat: int,
+                              rider_results: list[dict[str, Any]]) -> list[str]:
         """Everything in one transaction; raises to roll back. Returns queues whose lease was
         released by an ack (long polls there should look again)."""
         async with conn.transaction():
+            await self._apply_riders(conn, riders, flat, rider_results)
             if leases and await Q.live_leases.fetchval(conn, lease_ids=leases) != len(set(leases)):
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
             writing = [seg for seg in segments if seg.writers]

@@ -378,6 +378,26 @@ class Database:
             # accepting connections) means the database is unavailable, not a bad statement.
             raise DatabaseUnavailable(exc) from exc
 
+    @asynccontextmanager
+    async def sibling(self, *, pool_size: int, statement_timeout_ms: int, lock_timeout_ms: int,
+                      connect_timeout_ms: int, name: str) -> AsyncIterator[Database]:
+        """A second pool on the same database and loop (the KV pool): its own connections and
+        timeouts, this one's readiness and reachability. Closed at the end of the block."""
+        pool = await self._loop.run_aio_coroutine(_create_pool(
+            self.url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms,
+            lock_timeout_ms=lock_timeout_ms, connect_timeout_ms=connect_timeout_ms,
+            application_name=f"queen-trio {name}"))
+        db = Database(pool, self.url, self._loop, acquire_timeout=connect_timeout_ms / 1000)
+        db.ready = self.ready
+        db.reachability = self.reachability
+        try:
+            yield db
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(10):
+                    await self._loop.run_aio_coroutine(pool.close())
+                pool.terminate()
+
     async def abort(self) -> None:
         """Cut every pool connection now: the calls in flight fail at once, and later calls
         find the pool closed. For a shutdown past its deadline (a frozen server)."""
@@ -441,6 +461,29 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     return None
 
 
+async def _create_pool(url: str, *, pool_size: int, statement_timeout_ms: int,
+                       lock_timeout_ms: int, connect_timeout_ms: int,
+                       application_name: str = "queen-trio") -> asyncpg.Pool:
+    return await asyncpg.create_pool(
+        url,
+        min_size=0,
+        max_size=pool_size,
+        # The broker never leaves session state behind (no SET, no session locks, no
+        # LISTEN on pool connections; transactions are always closed), so the default
+        # reset query would only cost a round trip per checkout. asyncpg still rolls
+        # back a transaction left open.
+        reset=_keep_session,
+        timeout=connect_timeout_ms / 1000,
+        command_timeout=None,
+        server_settings={
+            "application_name": application_name,
+            "statement_timeout": str(statement_timeout_ms),
+            "lock_timeout": str(lock_timeout_ms),
+            "timezone": "UTC",
+        },
+    )
+
+
 @asynccontextmanager
 async def open_database(
     url: str,
@@ -458,28 +501,9 @@ async def open_database(
     they are applied every call raises DatabaseUnavailable.
     """
     async with trio_asyncio.open_loop() as loop:
-
-        async def create() -> asyncpg.Pool:
-            return await asyncpg.create_pool(
-                url,
-                min_size=0,
-                max_size=pool_size,
-                # The broker never leaves session state behind (no SET, no session locks, no
-                # LISTEN on pool connections; transactions are always closed), so the default
-                # reset query would only cost a round trip per checkout. asyncpg still rolls
-                # back a transaction left open.
-                reset=_keep_session,
-                timeout=connect_timeout_ms / 1000,
-                command_timeout=None,
-                server_settings={
-                    "application_name": "queen-trio",
-                    "statement_timeout": str(statement_timeout_ms),
-                    "lock_timeout": str(lock_timeout_ms),
-                    "timezone": "UTC",
-                },
-            )
-
-        pool = await trio_asyncio.aio_as_trio(create)()
+        pool = await trio_asyncio.aio_as_trio(_create_pool)(
+            url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms,
+            lock_timeout_ms=lock_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         # Waiting for a free connection is bounded like opening one (DB_CONNECTION_TIMEOUT).
         db = Database(pool, url, loop, acquire_timeout=connect_timeout_ms / 1000)
         try:
