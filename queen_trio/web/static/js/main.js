@@ -24,6 +24,9 @@ const ROUTES = [
   [["traces", ":name"], "trace"],
   [["analytics"], "analytics"],
   [["system"], "system"],
+  [["kv"], "kv"],
+  [["locks"], "locks"],
+  [["consumers"], "consumers"],
 ];
 // The sidebar entry each page belongs to.
 const NAV = { queue: "queues", group: "groups", message: "messages", trace: "traces" };
