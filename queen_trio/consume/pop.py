@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import OrderedDict
+from contextlib import ExitStack
 from typing import Any
 
 import attrs
@@ -291,27 +292,30 @@ class Consumer:
     async def _pop(self, req: PopRequest, gone: trio.Event) -> Delivery | None:
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
-        while not gone.is_set():
-            with self._wakeups.watch(req.queue) as wake:
-                delivery, decoded = await self._attempt(req, gone)
-                if delivery is None and decoded.dead_lettered:
-                    continue  # dead letters moved the cursor: look again at once
-                if delivery is not None or not req.wait or self._stopping:
-                    return delivery
-                now = trio.current_time()
-                if now >= deadline:
+        with ExitStack() as parking:
+            while not gone.is_set():
+                with self._wakeups.watch(req.queue) as wake:
+                    delivery, decoded = await self._attempt(req, gone)
+                    if delivery is None and decoded.dead_lettered:
+                        continue  # dead letters moved the cursor: look again at once
+                    if delivery is not None or not req.wait or self._stopping:
+                        return delivery
+                    now = trio.current_time()
+                    if now >= deadline:
+                        return None
+                    empty_checks += 1
+                    if empty_checks == 1:
+                        parking.enter_context(self._wakeups.parked(req.queue))
+                    park = park_seconds(empty_checks, self._settings, decoded.next_check,
+                                        dt.datetime.now(dt.timezone.utc))
+                    with trio.move_on_at(min(deadline, now + park)) as parked:
+                        self._parked.add(parked)
+                        try:
+                            await wake.wait()
+                        finally:
+                            self._parked.discard(parked)
+                if self._stopping:
                     return None
-                empty_checks += 1
-                park = park_seconds(empty_checks, self._settings, decoded.next_check,
-                                    dt.datetime.now(dt.timezone.utc))
-                with trio.move_on_at(min(deadline, now + park)) as parked:
-                    self._parked.add(parked)
-                    try:
-                        await wake.wait()
-                    finally:
-                        self._parked.discard(parked)
-            if self._stopping:
-                return None
         return None
 
     async def _attempt(self, req: PopRequest, gone: trio.Event
