@@ -19,7 +19,7 @@ from ..broker import Broker
 from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
 from .access import access_log, log_request
 from .auth import Authenticator
-from .http import HTTPError, Response, cors_headers, error_response
+from .http import HTTPError, Response, cors_headers, error_response, foreign_origin
 from .request import Request
 from .router import Handler, Route, Router
 
@@ -147,6 +147,9 @@ class App:
                 raise resolved
             route, params = resolved
             headers = dict(scope["headers"])
+            if (origin := foreign_origin(self.cors_origins, headers)) is not None:
+                raise HTTPError(403, f"cross-origin request refused: {origin} is not in "
+                                     "QUEEN_CORS_ORIGINS (docs/decisions.md#cross-site)")
             subject = await self.auth.authenticate(headers, route.access)
             body = await self._read_body(headers, receive, gone)
             self.on_request_read(scope)
