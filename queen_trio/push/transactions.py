@@ -8,7 +8,7 @@ any ack that is refused, or a `requiredLeases` entry that is not live, rolls eve
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import asyncpg
 import attrs
@@ -63,13 +63,48 @@ _OP = msgspec.json.Decoder(_WireOp)
 _ANY = msgspec.json.Decoder()
 
 
+class _AckOutcome(TypedDict):
+    success: bool
+    error: str | None
+    dlq: bool
+
+
+class PushOpResult(TypedDict):
+    index: int
+    type: Literal["push"]
+    success: bool
+    status: str
+    transactionId: str
+    messageId: str | None
+    partitionId: str | None
+    queueName: str
+
+
+class AckOpResult(_AckOutcome):
+    index: int
+    type: Literal["ack"]
+    transactionId: str
+
+
+class TransactionReply(TypedDict):
+    """The reply of POST /api/v1/transaction; `error` only when it rolled back."""
+
+    transactionId: str
+    success: bool
+    results: list[PushOpResult | AckOpResult]
+
+
+class TransactionFailure(TransactionReply):
+    error: str
+
+
 @attrs.define
 class _Op:
     """One flattened operation: a push item or an ack (group, ack), in request order."""
 
     push: PushItem | None = None
     ack: tuple[str, Ack] | None = None
-    ack_result: dict[str, Any] | None = None
+    ack_result: _AckOutcome | None = None
 
 
 def _trace_id(value: Any, where: str) -> bytes | None:
@@ -164,7 +199,7 @@ class TransactionRunner:
         self._wakeups = wakeups
 
     async def run(self, ops: list[_Op], leases: list[uuid.UUID],
-                  producer_sub: str | None) -> dict[str, Any]:
+                  producer_sub: str | None) -> TransactionReply | TransactionFailure:
         reply_id = str(ids.new_id())
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
@@ -215,20 +250,22 @@ class TransactionRunner:
             if ack_ops:
                 rows = await apply_acks(conn, [op.ack for op in ack_ops if op.ack is not None])
                 for row in rows:
-                    if row["released"]:
-                        released.append(row["queue_name"])
+                    if row.released:
+                        assert row.queue_name is not None  # the queue of a lease it released
+                        released.append(row.queue_name)
                         continue
-                    if not row["success"]:
-                        raise _Abort(f"ACK operation failed: {row['error']}")
-                    ack_ops[row["item_no"] - 1].ack_result = {
-                        "success": True, "error": None, "dlq": bool(row["dlq"])}
+                    if not row.success:
+                        raise _Abort(f"ACK operation failed: {row.error}")
+                    assert row.item_no is not None  # an ack's row
+                    ack_ops[row.item_no - 1].ack_result = {
+                        "success": True, "error": None, "dlq": bool(row.dlq)}
             return released
 
     @staticmethod
-    def _results(ops: list[_Op], segments: list[Segment]) -> list[dict[str, Any]]:
+    def _results(ops: list[_Op], segments: list[Segment]) -> list[PushOpResult | AckOpResult]:
         partition_of = {id(item): seg.partition_id
                         for seg in segments for packed in seg.groups for item in packed.group.items}
-        results: list[dict[str, Any]] = []
+        results: list[PushOpResult | AckOpResult] = []
         for index, op in enumerate(ops):
             if op.push is not None:
                 outcome, message_id = op.push.answer()
@@ -238,8 +275,10 @@ class TransactionRunner:
                                 "partitionId": partition_of.get(id(op.push)),
                                 "queueName": op.push.queue})
             elif op.ack is not None:
+                outcome_of_ack = op.ack_result or {"success": True, "error": None, "dlq": False}
                 results.append({"index": index, "type": "ack",
                                 "transactionId": op.ack[1].transaction_id,
-                                **(op.ack_result or {"success": True, "error": None,
-                                                     "dlq": False})})
+                                "success": outcome_of_ack["success"],
+                                "error": outcome_of_ack["error"],
+                                "dlq": outcome_of_ack["dlq"]})
         return results
