@@ -8,7 +8,7 @@ any ack that is refused, or a `requiredLeases` entry that is not live, rolls eve
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 import asyncpg
 import attrs
@@ -30,32 +30,32 @@ from .publisher import Publisher
 
 
 class _WireItem(msgspec.Struct):
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireOp(msgspec.Struct):
-    type: Any = UNSET
+    type: object = UNSET
     items: list[_WireItem] | UnsetType = UNSET
     # The flat push form; payload/data stay raw bytes. Ack fields are read from a plain decode.
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
     data: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
-    requiredLeases: Any = UNSET
+    requiredLeases: object = UNSET
     # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): read so that a
     # transaction carrying one is refused, never committed without its gate.
-    kv: Any = UNSET
-    timers: Any = UNSET
+    kv: object = UNSET
+    timers: object = UNSET
 
 
 _BODY = msgspec.json.Decoder(_WireTransaction)
@@ -107,7 +107,7 @@ class _Op:
     ack_result: _AckOutcome | None = None
 
 
-def _trace_id(value: Any, where: str) -> bytes | None:
+def _trace_id(value: object, where: str) -> bytes | None:
     if value is UNSET or value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -118,8 +118,8 @@ def _trace_id(value: Any, where: str) -> bytes | None:
         raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
 
 
-def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw | UnsetType,
-               trace: Any, where: str) -> PushItem:
+def _push_item(index: int, queue: object, partition: object, txid: object,
+               payload: Raw | UnsetType, trace: object, where: str) -> PushItem:
     # A missing payload is {} here, as on the reference's transaction route.
     item = build_item(index, queue, partition, txid,
                       b"{}" if payload is UNSET else bytes(payload))
