@@ -29,7 +29,7 @@ from hypercorn.config import Config
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState, HTTPScope, LifespanState
+from hypercorn.typing import ASGIFramework, ConnectionState, HTTPScope, LifespanState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 if sys.version_info < (3, 11):
@@ -222,7 +222,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.aclose()
 
 
-async def serve(app: Any, config: Config, gate: ConnectionGate, *,
+async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 shutdown_trigger: Callable[..., Awaitable[None]],
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """hypercorn (plain HTTP) on `config.bind`, through `gate`'s listeners."""
