@@ -14,15 +14,14 @@ from typing import TypedDict
 
 import attrs
 import msgspec
-import uuid_utils
 
-from .. import wire
+from .. import ids, wire
 from ..settings import Settings
 from ..storage import frames as framing
 from ..storage.sql import Row
 
-# A lease's id: ids.new_id's UUIDv7 (uuid_utils), or a stdlib UUID (tests).
-LeaseId = uuid.UUID | uuid_utils.UUID
+# A lease's id: ids.new_id's, or a stdlib UUID (tests).
+LeaseId = ids.Id
 
 
 @attrs.frozen
