@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 import asyncpg
 import attrs
@@ -126,7 +125,7 @@ class NotifyListener:
         return ListenerStatistics(connected=self._connected, notifications=self._received,
                                   reconnects=max(self._connections - 1, 0))
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         # Runs as an asyncio callback on trio-asyncio's loop, in trio's thread.
         self._received += 1
         self._registry.notify(payload)

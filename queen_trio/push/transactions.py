@@ -8,7 +8,7 @@ any ack that is refused, or a `requiredLeases` entry that is not live, rolls eve
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Literal, TypedDict
 
 import asyncpg
 import attrs
@@ -30,37 +30,72 @@ from .publisher import Publisher
 
 
 class _WireItem(msgspec.Struct):
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireOp(msgspec.Struct):
-    type: Any = UNSET
+    type: object = UNSET
     items: list[_WireItem] | UnsetType = UNSET
     # The flat push form; payload/data stay raw bytes. Ack fields are read from a plain decode.
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
     data: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
-    requiredLeases: Any = UNSET
+    requiredLeases: object = UNSET
     # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): read so that a
     # transaction carrying one is refused, never committed without its gate.
-    kv: Any = UNSET
-    timers: Any = UNSET
+    kv: object = UNSET
+    timers: object = UNSET
 
 
 _BODY = msgspec.json.Decoder(_WireTransaction)
 _OP = msgspec.json.Decoder(_WireOp)
 _ANY = msgspec.json.Decoder()
+
+
+class _AckOutcome(TypedDict):
+    success: bool
+    error: str | None
+    dlq: bool
+
+
+class PushOpResult(TypedDict):
+    index: int
+    type: Literal["push"]
+    success: bool
+    status: str
+    transactionId: str
+    messageId: str | None
+    partitionId: str | None
+    queueName: str
+
+
+class AckOpResult(_AckOutcome):
+    index: int
+    type: Literal["ack"]
+    transactionId: str
+
+
+class TransactionReply(TypedDict):
+    """The reply of POST /api/v1/transaction; `error` only when it rolled back."""
+
+    transactionId: str
+    success: bool
+    results: list[PushOpResult | AckOpResult]
+
+
+class TransactionFailure(TransactionReply):
+    error: str
 
 
 @attrs.define
@@ -69,10 +104,10 @@ class _Op:
 
     push: PushItem | None = None
     ack: tuple[str, Ack] | None = None
-    ack_result: dict[str, Any] | None = None
+    ack_result: _AckOutcome | None = None
 
 
-def _trace_id(value: Any, where: str) -> bytes | None:
+def _trace_id(value: object, where: str) -> bytes | None:
     if value is UNSET or value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -83,8 +118,8 @@ def _trace_id(value: Any, where: str) -> bytes | None:
         raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
 
 
-def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw | UnsetType,
-               trace: Any, where: str) -> PushItem:
+def _push_item(index: int, queue: object, partition: object, txid: object,
+               payload: Raw | UnsetType, trace: object, where: str) -> PushItem:
     # A missing payload is {} here, as on the reference's transaction route.
     item = build_item(index, queue, partition, txid,
                       b"{}" if payload is UNSET else bytes(payload))
@@ -164,7 +199,7 @@ class TransactionRunner:
         self._wakeups = wakeups
 
     async def run(self, ops: list[_Op], leases: list[uuid.UUID],
-                  producer_sub: str | None) -> dict[str, Any]:
+                  producer_sub: str | None) -> TransactionReply | TransactionFailure:
         reply_id = str(ids.new_id())
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
@@ -215,20 +250,22 @@ class TransactionRunner:
             if ack_ops:
                 rows = await apply_acks(conn, [op.ack for op in ack_ops if op.ack is not None])
                 for row in rows:
-                    if row["released"]:
-                        released.append(row["queue_name"])
+                    if row.released:
+                        assert row.queue_name is not None  # the queue of a lease it released
+                        released.append(row.queue_name)
                         continue
-                    if not row["success"]:
-                        raise _Abort(f"ACK operation failed: {row['error']}")
-                    ack_ops[row["item_no"] - 1].ack_result = {
-                        "success": True, "error": None, "dlq": bool(row["dlq"])}
+                    if not row.success:
+                        raise _Abort(f"ACK operation failed: {row.error}")
+                    assert row.item_no is not None  # an ack's row
+                    ack_ops[row.item_no - 1].ack_result = {
+                        "success": True, "error": None, "dlq": bool(row.dlq)}
             return released
 
     @staticmethod
-    def _results(ops: list[_Op], segments: list[Segment]) -> list[dict[str, Any]]:
+    def _results(ops: list[_Op], segments: list[Segment]) -> list[PushOpResult | AckOpResult]:
         partition_of = {id(item): seg.partition_id
                         for seg in segments for packed in seg.groups for item in packed.group.items}
-        results: list[dict[str, Any]] = []
+        results: list[PushOpResult | AckOpResult] = []
         for index, op in enumerate(ops):
             if op.push is not None:
                 outcome, message_id = op.push.answer()
@@ -238,8 +275,10 @@ class TransactionRunner:
                                 "partitionId": partition_of.get(id(op.push)),
                                 "queueName": op.push.queue})
             elif op.ack is not None:
+                outcome_of_ack = op.ack_result or {"success": True, "error": None, "dlq": False}
                 results.append({"index": index, "type": "ack",
                                 "transactionId": op.ack[1].transaction_id,
-                                **(op.ack_result or {"success": True, "error": None,
-                                                     "dlq": False})})
+                                "success": outcome_of_ack["success"],
+                                "error": outcome_of_ack["error"],
+                                "dlq": outcome_of_ack["dlq"]})
         return results
