@@ -611,8 +611,9 @@ class Settings:
         (), env="QUEEN_CORS_ORIGINS", parse=parse_origins, shown="unset: no origin",
         doc="web origins whose pages may call the API from a browser, comma-separated "
             "(`https://app.example.com,http://localhost:3000`), or `*` for any. Only they get "
-            "the CORS headers and an `OPTIONS` answer that allows them; the dashboard is "
-            "same-origin and needs none")
+            "the CORS headers and an `OPTIONS` answer that allows them; a browser's request "
+            "from any other origin is refused (403). The dashboard is same-origin and needs "
+            "none")
     encryption_key: str | None = setting(
         None, env="QUEEN_ENCRYPTION_KEY",
         doc="AES-256-GCM key, 64 hex characters. A malformed key logs one warning at start; a "

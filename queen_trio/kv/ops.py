@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -137,6 +138,81 @@ def _value(op: dict[str, Any], at: int) -> Any:
     return op["value"]
 
 
+def _get_many(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    keys = raw.get("keys")
+    if not isinstance(keys, list) or not keys:
+        raise _bad("kv_bad_keys", "keys must be a non-empty array of keys", at)
+    wire["keys"] = [_key(k, at, "each key") for k in keys]
+
+
+def _get_prefix(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    if in_tx:
+        raise _bad("kv_prefix_in_transaction", "getPrefix is not allowed in a transaction", at)
+    prefix = raw.get("prefix")
+    if not isinstance(prefix, str) or not prefix:
+        raise _bad("kv_prefix_required", "prefix must be a non-empty string", at)
+    wire["prefix"] = _key(prefix, at, "prefix")
+    after = raw.get("after")
+    if after is not None:
+        wire["after"] = _key(after, at, "after")
+    limit = raw.get("limit")
+    if limit is None:
+        limit = DEFAULT_PREFIX_LIMIT
+    if not _int(limit):
+        raise _bad("kv_bad_limit", "limit must be an integer", at)
+    wire["limit"] = min(max(int(limit), 1), MAX_PREFIX_LIMIT)
+    keys_only = raw.get("keysOnly", False)
+    if not isinstance(keys_only, bool):
+        raise _bad("kv_bad_keys_only", "keysOnly must be a boolean", at)
+    wire["keysOnly"] = keys_only
+
+
+def _put(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    wire["value"] = _value(raw, at)
+    wire["ttl"] = _expiry(raw, at)
+    expect = _expect(raw, at)
+    if wire["op"] == "putIfAbsent":
+        if expect not in (None, 0):
+            raise _bad("kv_bad_expect", "putIfAbsent takes no expect (or 0)", at)
+        expect = 0
+    wire["expect"] = expect
+
+
+def _delete(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    wire["expect"] = _expect(raw, at)
+
+
+def _incr(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    if "expect" in raw:
+        raise _bad("kv_bad_expect", "incr takes no expect", at)
+    delta = raw.get("delta", 1)
+    if not _number(delta):
+        raise _bad("kv_bad_delta", "delta must be a finite number", at)
+    for bound in ("min", "max"):
+        if raw.get(bound) is not None and not _number(raw[bound]):
+            raise _bad("kv_bad_bound", f"{bound} must be a finite number", at)
+        wire[bound] = raw.get(bound)
+    if wire["min"] is not None and wire["max"] is not None and wire["min"] > wire["max"]:
+        raise _bad("kv_bad_bound", "min is above max", at)
+    wire["delta"] = delta
+    wire["ttl"] = _expiry(raw, at)
+
+
+def _check(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    wire["expect"] = _expect(raw, at, mandatory=True)
+
+
+def _read(raw: dict[str, Any], at: int, wire: dict[str, Any], in_tx: bool) -> None:
+    return None
+
+
+# Each op's own fields, into `wire` (the common ones are read by parse_op).
+_FIELDS: dict[str, Callable[[dict[str, Any], int, dict[str, Any], bool], None]] = {
+    "get": _read, "getMany": _get_many, "getPrefix": _get_prefix, "put": _put,
+    "putIfAbsent": _put, "delete": _delete, "incr": _incr, "check": _check,
+}
+
+
 def parse_op(raw: Any, at: int, *, in_transaction: bool = False) -> KvOp:
     if not isinstance(raw, dict):
         raise _bad("kv_bad_op", "must be an object", at)
@@ -154,63 +230,11 @@ def parse_op(raw: Any, at: int, *, in_transaction: bool = False) -> KvOp:
         raise _bad("kv_bad_required", "required must be a boolean", at)
     wire: dict[str, Any] = {"i": at, "op": kind, "ns": ns, "required": required}
     key: str | None = None
-    if kind == "getMany":
-        keys = raw.get("keys")
-        if not isinstance(keys, list) or not keys:
-            raise _bad("kv_bad_keys", "keys must be a non-empty array of keys", at)
-        wire["keys"] = [_key(k, at, "each key") for k in keys]
-    elif kind == "getPrefix":
-        if in_transaction:
-            raise _bad("kv_prefix_in_transaction", "getPrefix is not allowed in a transaction",
-                       at)
-        prefix = raw.get("prefix")
-        if not isinstance(prefix, str) or not prefix:
-            raise _bad("kv_prefix_required", "prefix must be a non-empty string", at)
-        wire["prefix"] = _key(prefix, at, "prefix")
-        after = raw.get("after")
-        if after is not None:
-            wire["after"] = _key(after, at, "after")
-        limit = raw.get("limit", DEFAULT_PREFIX_LIMIT)
-        if limit is None:
-            limit = DEFAULT_PREFIX_LIMIT
-        if not _int(limit):
-            raise _bad("kv_bad_limit", "limit must be an integer", at)
-        wire["limit"] = min(max(int(limit), 1), MAX_PREFIX_LIMIT)
-        keys_only = raw.get("keysOnly", False)
-        if not isinstance(keys_only, bool):
-            raise _bad("kv_bad_keys_only", "keysOnly must be a boolean", at)
-        wire["keysOnly"] = keys_only
-    else:
+    if kind not in ("getMany", "getPrefix"):
         key = wire["key"] = _key(raw.get("key"), at)
-        if kind in ("put", "putIfAbsent"):
-            wire["value"] = _value(raw, at)
-            wire["ttl"] = _expiry(raw, at)
-            expect = _expect(raw, at)
-            if kind == "putIfAbsent":
-                if expect not in (None, 0):
-                    raise _bad("kv_bad_expect", "putIfAbsent takes no expect (or 0)", at)
-                expect = 0
-            wire["expect"] = expect
-        elif kind == "delete":
-            wire["expect"] = _expect(raw, at)
-        elif kind == "incr":
-            if "expect" in raw:
-                raise _bad("kv_bad_expect", "incr takes no expect", at)
-            delta = raw.get("delta", 1)
-            if not _number(delta):
-                raise _bad("kv_bad_delta", "delta must be a finite number", at)
-            for bound in ("min", "max"):
-                if raw.get(bound) is not None and not _number(raw[bound]):
-                    raise _bad("kv_bad_bound", f"{bound} must be a finite number", at)
-                wire[bound] = raw.get(bound)
-            if wire["min"] is not None and wire["max"] is not None and wire["min"] > wire["max"]:
-                raise _bad("kv_bad_bound", "min is above max", at)
-            wire["delta"] = delta
-            wire["ttl"] = _expiry(raw, at)
-        elif kind == "check":
-            wire["expect"] = _expect(raw, at, mandatory=True)
-        if kind in ("get", "check") and "value" in raw:
-            raise _bad("kv_bad_op", f"{kind} takes no value", at)
+    if kind in ("get", "check") and "value" in raw:
+        raise _bad("kv_bad_op", f"{kind} takes no value", at)
+    _FIELDS[kind](raw, at, wire, in_transaction)
     return KvOp(index=at, op=kind, ns=ns, key=key, required=required, wire=wire)
 
 

@@ -436,7 +436,7 @@ def _cumulative(h: HistogramSnapshot) -> list[tuple[str, float]]:
 
 def render_prometheus(families: Sequence[Family]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(merge(families)))  # type: ignore[arg-type]
+    registry.register(_Collector(merge(families)))
     return generate_latest(registry)
 
 

@@ -10,7 +10,7 @@ a lost `required` op rolls everything back and answers the kv_precondition verdi
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import asyncpg
 import attrs
@@ -33,37 +33,84 @@ from .riders import REFUSED, RIDERS
 
 
 class _WireItem(msgspec.Struct):
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireOp(msgspec.Struct):
-    type: Any = UNSET
+    type: object = UNSET
     items: list[_WireItem] | UnsetType = UNSET
     # The flat push form; payload/data stay raw bytes. Ack fields are read from a plain decode.
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
     data: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
-    requiredLeases: Any = UNSET
+    requiredLeases: object = UNSET
     # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): applied (push/riders.py)
     # or, when this broker has no such rider, refused, never committed without their effect.
-    kv: Any = UNSET
-    timers: Any = UNSET
+    kv: object = UNSET
+    timers: object = UNSET
 
 
 _BODY = msgspec.json.Decoder(_WireTransaction)
 _OP = msgspec.json.Decoder(_WireOp)
 _ANY = msgspec.json.Decoder()
+
+
+class _AckOutcome(TypedDict):
+    success: bool
+    error: str | None
+    dlq: bool
+
+
+class PushOpResult(TypedDict):
+    index: int
+    type: Literal["push"]
+    success: bool
+    status: str
+    transactionId: str
+    messageId: str | None
+    partitionId: str | None
+    queueName: str
+
+
+class AckOpResult(_AckOutcome):
+    index: int
+    type: Literal["ack"]
+    transactionId: str
+
+
+class TransactionReply(TypedDict):
+    """The reply of POST /api/v1/transaction; `error` only when it rolled back."""
+
+    transactionId: str
+    success: bool
+    # Then one result per rider op (push/riders.py), each a dict of its rider's making.
+    results: list[PushOpResult | AckOpResult | dict[str, Any]]
+
+
+class TransactionFailure(TransactionReply):
+    error: str
+
+
+class PreconditionFailure(TransactionFailure):
+    """A rider's `required` op lost: everything rolled back (docs/kv-and-locks.md)."""
+
+    ok: bool
+    reason: Literal["kv_precondition"]
+    failedIndex: int
+    kvReason: str | None
+    version: int
+    value: Any
 
 
 @attrs.define
@@ -72,10 +119,10 @@ class _Op:
 
     push: PushItem | None = None
     ack: tuple[str, Ack] | None = None
-    ack_result: dict[str, Any] | None = None
+    ack_result: _AckOutcome | None = None
 
 
-def _trace_id(value: Any, where: str) -> bytes | None:
+def _trace_id(value: object, where: str) -> bytes | None:
     if value is UNSET or value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -86,8 +133,8 @@ def _trace_id(value: Any, where: str) -> bytes | None:
         raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
 
 
-def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw | UnsetType,
-               trace: Any, where: str) -> PushItem:
+def _push_item(index: int, queue: object, partition: object, txid: object,
+               payload: Raw | UnsetType, trace: object, where: str) -> PushItem:
     # A missing payload is {} here, as on the reference's transaction route.
     item = build_item(index, queue, partition, txid,
                       b"{}" if payload is UNSET else bytes(payload))
@@ -191,7 +238,8 @@ class TransactionRunner:
         self._queues = queues
         self._wakeups = wakeups
 
-    async def run(self, parsed: Parsed, producer_sub: str | None) -> dict[str, Any]:
+    async def run(self, parsed: Parsed, producer_sub: str | None
+                  ) -> TransactionReply | TransactionFailure | PreconditionFailure:
         ops, leases, riders = parsed.ops, parsed.leases, parsed.riders
         reply_id = str(ids.new_id())
         pushes = [op.push for op in ops if op.push is not None]
@@ -219,16 +267,19 @@ class TransactionRunner:
             return {"transactionId": reply_id, "success": False, "error": str(exc),
                     "results": []}
         except _Precondition as exc:
-            return {"transactionId": reply_id, **exc.verdict,
-                    "error": f"kv precondition failed: {exc.verdict['kvReason']}",
-                    "results": []}
+            v = exc.verdict
+            return {"transactionId": reply_id, "success": False, "ok": False,
+                    "reason": "kv_precondition", "failedIndex": v["failedIndex"],
+                    "kvReason": v["kvReason"], "version": v["version"], "value": v["value"],
+                    "error": f"kv precondition failed: {v['kvReason']}", "results": []}
         if not fresh:
             return {"transactionId": reply_id, "success": False,
                     "error": "queue configuration kept changing", "results": []}
         for queue in {item.queue for item in pushes} | set(released):
             self._wakeups.notify(queue)
-        return {"transactionId": reply_id, "success": True,
-                "results": self._results(ops, segments) + rider_results}
+        results: list[PushOpResult | AckOpResult | dict[str, Any]] = [
+            *self._results(ops, segments), *rider_results]
+        return {"transactionId": reply_id, "success": True, "results": results}
 
     @staticmethod
     async def _apply_riders(conn: asyncpg.Connection, riders: dict[str, Any], flat: int,
@@ -273,20 +324,22 @@ class TransactionRunner:
             if ack_ops:
                 rows = await apply_acks(conn, [op.ack for op in ack_ops if op.ack is not None])
                 for row in rows:
-                    if row["released"]:
-                        released.append(row["queue_name"])
+                    if row.released:
+                        assert row.queue_name is not None  # the queue of a lease it released
+                        released.append(row.queue_name)
                         continue
-                    if not row["success"]:
-                        raise _Abort(f"ACK operation failed: {row['error']}")
-                    ack_ops[row["item_no"] - 1].ack_result = {
-                        "success": True, "error": None, "dlq": bool(row["dlq"])}
+                    if not row.success:
+                        raise _Abort(f"ACK operation failed: {row.error}")
+                    assert row.item_no is not None  # an ack's row
+                    ack_ops[row.item_no - 1].ack_result = {
+                        "success": True, "error": None, "dlq": bool(row.dlq)}
             return released
 
     @staticmethod
-    def _results(ops: list[_Op], segments: list[Segment]) -> list[dict[str, Any]]:
+    def _results(ops: list[_Op], segments: list[Segment]) -> list[PushOpResult | AckOpResult]:
         partition_of = {id(item): seg.partition_id
                         for seg in segments for packed in seg.groups for item in packed.group.items}
-        results: list[dict[str, Any]] = []
+        results: list[PushOpResult | AckOpResult] = []
         for index, op in enumerate(ops):
             if op.push is not None:
                 outcome, message_id = op.push.answer()
@@ -296,8 +349,10 @@ class TransactionRunner:
                                 "partitionId": partition_of.get(id(op.push)),
                                 "queueName": op.push.queue})
             elif op.ack is not None:
+                outcome_of_ack = op.ack_result or {"success": True, "error": None, "dlq": False}
                 results.append({"index": index, "type": "ack",
                                 "transactionId": op.ack[1].transaction_id,
-                                **(op.ack_result or {"success": True, "error": None,
-                                                     "dlq": False})})
+                                "success": outcome_of_ack["success"],
+                                "error": outcome_of_ack["error"],
+                                "dlq": outcome_of_ack["dlq"]})
         return results

@@ -22,13 +22,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 import attrs
 import trio
 import trio_asyncio
+from asyncpg.pool import PoolConnectionProxy
 
 from ..errors import ConfigError, DatabaseUnavailable, Overloaded
 from ..logs import Throttle
@@ -170,7 +171,7 @@ class ConnectionHold:
     def __init__(self, db: Database, owner: trio.lowlevel.Task) -> None:
         self.db = db
         self.owner = owner
-        self.conn: asyncpg.Connection | None = None
+        self.conn: PoolConnectionProxy | None = None
         # Counted against the budget of held connections (from the reservation on).
         self.reserved = False
 
@@ -302,6 +303,8 @@ class Database:
         started = time.perf_counter()
         hold = self._held_by_caller()
         try:
+            # trio-asyncio has no types: its crossing returns what `work` returned.
+            result: T
             if hold is not None:
                 result = await self._loop.run_aio_coroutine(self._with_held(hold, work))
             else:
@@ -339,7 +342,7 @@ class Database:
                 raise
         conn = hold.conn
         try:
-            return await work(conn)
+            return await work(_as_connection(conn))
         except BaseException as exc:
             # After a failure the connection's state is not known: back to the pool with it
             # (as after any call), and the next call checks one out again.
@@ -354,7 +357,7 @@ class Database:
     async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         conn = await self._acquire()
         try:
-            return await work(conn)
+            return await work(_as_connection(conn))
         except (asyncpg.InternalClientError, asyncpg.InterfaceError):
             # The connection's protocol state is unusable (its backend was terminated under
             # it, say): never hand it out again.
@@ -363,7 +366,7 @@ class Database:
         finally:
             await self._pool.release(conn)
 
-    async def _acquire(self) -> asyncpg.Connection:
+    async def _acquire(self) -> PoolConnectionProxy:
         try:
             return await self._pool.acquire(timeout=self._acquire_timeout)
         except asyncio.TimeoutError as exc:
@@ -442,7 +445,13 @@ class Database:
         return f"database at {self.reachability.address} gave no answer within {within:g} s"
 
 
-def _usable(conn: asyncpg.Connection) -> bool:
+def _as_connection(conn: PoolConnectionProxy) -> asyncpg.Connection:
+    """The pool's proxy, as the Connection every caller takes: asyncpg's ConnectionMeta makes
+    the proxy an instance of Connection (`isinstance` says so), which its stubs do not model."""
+    return cast(asyncpg.Connection, conn)
+
+
+def _usable(conn: PoolConnectionProxy) -> bool:
     try:
         return not conn.is_closed()
     except asyncpg.InterfaceError:
@@ -450,7 +459,7 @@ def _usable(conn: asyncpg.Connection) -> bool:
         return False
 
 
-def _terminate(conn: asyncpg.Connection) -> None:
+def _terminate(conn: PoolConnectionProxy) -> None:
     try:
         conn.terminate()
     except asyncpg.InterfaceError:
