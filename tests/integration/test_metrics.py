@@ -99,7 +99,7 @@ async def test_metrics_json(client, broker):
     assert {"lane", "spool", "fusion", "longPolls", "maintenance", "eventLoopLag",
             "statsAge"} <= set(body)
     assert [m["name"] for m in body["maintenance"]] == [
-        "partition reclaim", "retention pass", "stats maintenance"]
+        "partition reclaim", "retention pass", "stats maintenance", "kv sweep"]
     json.dumps(body)
 
 
