@@ -33,6 +33,7 @@ from .queues.queues import Queues
 from .settings import Settings
 from .storage.database import Database, open_database
 from .storage.encryption import PayloadCipher
+from .streams.service import Streams
 
 log = logging.getLogger("queen_trio.broker")
 
@@ -56,6 +57,7 @@ class Broker:
     consumer: Consumer
     ack_lane: AckLane
     transactions: TransactionRunner
+    streams: Streams
     reclaimer: PartitionReclaimer
     retention: RetentionService
     identity: WorkerIdentity
@@ -148,6 +150,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
         consumer=Consumer(db, cipher, wakeups, settings),
         ack_lane=AckLane(db, wakeups, deadline_seconds=settings.call_deadline_seconds),
         transactions=TransactionRunner(db, publisher, queues, wakeups),
+        streams=Streams(db, publisher, queues, wakeups),
         reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                      interval=settings.partition_cleanup_interval_seconds),
         retention=RetentionService(db, interval=settings.retention_interval_seconds,

@@ -22,6 +22,10 @@ class BadRequest(QueenError):
     """The request cannot be taken as a whole (bad JSON, a bad field): a 400."""
 
 
+class TooLarge(QueenError):
+    """The request exceeds a bound on its size (entries, bytes): a 413."""
+
+
 class NotFound(QueenError):
     """The request names a queue, partition, message or other resource that does not exist."""
 

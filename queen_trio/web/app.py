@@ -16,7 +16,15 @@ import trio
 
 from .. import wire
 from ..broker import Broker
-from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
+from ..errors import (
+    BadRequest,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    Overloaded,
+    QueenError,
+    TooLarge,
+)
 from .access import access_log, log_request
 from .auth import Authenticator
 from .http import HTTPError, Response, cors_headers, error_response
@@ -28,6 +36,7 @@ log = logging.getLogger("queen_trio.http")
 # Domain errors and the status each one answers with.
 STATUS_OF: dict[type[QueenError], int] = {
     BadRequest: 400,
+    TooLarge: 413,
     NotFound: 404,
     Conflict: 409,
     DatabaseUnavailable: 503,
