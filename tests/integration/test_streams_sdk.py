@@ -107,21 +107,28 @@ async def check_all(url: str, *names: str) -> None:
         CHECKS[name](report[name])
 
 
-async def test_the_sdk_pipelines(database_url, workers):
-    env = {"DATABASE_URL": database_url}
-    async with broker_process(env, workers=workers) as (url, _):
-        # The gate's bounds are about lease periods: measured alone, not beside the others.
+async def test_the_sdk_gates(database_url, workers):
+    # The gate's bounds are about lease periods: measured alone, not beside the others.
+    async with broker_process({"DATABASE_URL": database_url}, workers=workers) as (url, _):
         await check_all(url, "gate")
-        await check_all(url, *(name for name in CHECKS if name != "gate"))
+
+
+async def test_the_sdk_stateless_windows_late_events_and_idle_flush(database_url, workers):
+    async with broker_process({"DATABASE_URL": database_url}, workers=workers) as (url, _):
+        await check_all(url, "stateless", "windows", "late", "idle")
+
+
+async def test_the_sdk_restart_recovery_and_20_partitions(database_url, workers):
+    async with broker_process({"DATABASE_URL": database_url}, workers=workers) as (url, _):
+        await check_all(url, "restart", "many")
 
 
 async def test_the_sdk_with_two_brokers_on_one_database(database_url):
-    """The runner talks to one broker, its sink is read and its source fed through the other
-    broker's HTTP (in the flow the same client does both, so the brokers alternate per test
-    run: state and cursors live in the database only)."""
+    """Two flows, one through each broker, on one database: queries, state and cursors live
+    in the database only."""
     env = {"DATABASE_URL": database_url}
     async with broker_process(env) as (url_a, _), broker_process(env) as (url_b, _):
-        report_a, report_b = await run_flow(url_a, "stateless", "many"), None
+        report_a = await run_flow(url_a, "stateless", "many")
         report_b = await run_flow(url_b, "stateless", "windows")
         check_stateless(report_a["stateless"])
         check_many(report_a["many"])
