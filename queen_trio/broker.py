@@ -82,7 +82,9 @@ class Broker:
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
                       self.stats_maintenance.statistics()],
             stats_samples=sampler.samples, stats_failures=sampler.failures,
-            encryption=self.cipher.status)
+            encryption=self.cipher.status,
+            streams_cycles=self.streams.statistics().cycles,
+            streams_retries=self.streams.statistics().retries)
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()

@@ -306,3 +306,32 @@ async def test_a_full_sink_fails_the_whole_cycle(client, broker):
                              "leaseId": msgs[0]["leaseId"]})
     assert reply["success"] is False and "queue full" in reply["error"]
     assert await state(client, qid, pid) == []
+
+
+async def test_metrics_count_cycles_by_outcome_and_the_state(client, broker):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    qid = (await register(client)).json()["query_id"]
+    await push(client, 1)
+    msgs = await pop(client)
+    pid = msgs[0]["partitionId"]
+    body = {"query_id": qid, "partition_id": pid, "consumer_group": "streams.q1",
+            "state_ops": [{"type": "upsert", "key": "k", "value": {"n": 1}}],
+            "ack": {"transactionId": msgs[0]["transactionId"], "leaseId": msgs[0]["leaseId"]}}
+    assert (await cycle(client, **body))["success"] is True
+    assert (await cycle(client, **body))["success"] is True  # a replay
+    assert (await cycle(client, **{**body, "ack": {"transactionId": "nope"}}))[
+        "success"] is False
+    assert (await cycle(client, **{**body, "ack": {}}))["success"] is False
+    text = (await client.get("/metrics/prometheus")).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    me = broker.identity.worker_id
+    cycles = {s.labels["outcome"]: s.value for s in families["queen_streams_cycles"].samples
+              if s.labels.get("worker_id") == me and s.name.endswith("_total")}
+    assert cycles == {"committed": 1, "replayed": 1, "failed": 1, "refused": 1}
+    (rows,) = families["queen_streams_state_rows"].samples
+    assert rows.value == 1
+    (size,) = families["queen_streams_state_bytes"].samples
+    assert size.value > 0
+    as_json = (await client.get("/metrics")).json()["streams"]
+    assert as_json["cycles"] == {"committed": 1, "replayed": 1, "failed": 1, "refused": 1}
