@@ -77,7 +77,9 @@ def check_gate(r: dict) -> None:
         assert passed == list(range(len(passed))), "FIFO, nothing twice"
         bound = g["capacity"] + g["refill"] * g["elapsed"]
         assert len(passed) <= bound, g
-        assert len(passed) >= bound - g["capacity"] - g["refill"] * 1.5, g  # a lease period
+        # At least that minus one bucket and the last lease period's refill (its tokens are
+        # spent at the next period, after the runner stopped).
+        assert len(passed) >= bound - g["capacity"] - g["refill"] * 2, g
         assert g["dead_letters"] == 0 and g["errors"] == 0, g
 
 

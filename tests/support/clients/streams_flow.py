@@ -154,13 +154,14 @@ async def idle_flush(url: str, q: Queen, tag: str) -> dict:
 
 
 async def gate(url: str, q: Queen, tag: str) -> dict:
-    """A token bucket (capacity 5, 2 a second) over a 1 s lease, for about 6 lease periods; and
-    one refilling 0.25 a second on a queue with retryLimit 1, for 10 periods."""
+    """A token bucket (capacity 5, 2 a second) over a 2 s lease, for 5 lease periods; and one
+    refilling 0.125 a second (a token every 4 lease periods) on a queue with retryLimit 1, for
+    10 periods."""
     out = {}
-    for name, capacity, refill, seconds, retry_limit in (("fast", 5, 2.0, 6.0, 3),
-                                                         ("slow", 1, 0.25, 10.0, 1)):
+    for name, capacity, refill, seconds, retry_limit in (("fast", 5, 2.0, 10.0, 3),
+                                                         ("slow", 1, 0.125, 20.0, 1)):
         src, sink = f"{tag}.gate.{name}.src", f"{tag}.gate.{name}.sink"
-        await q.queue(src).config({"lease_time": 1, "retry_limit": retry_limit}).create()
+        await q.queue(src).config({"lease_time": 2, "retry_limit": retry_limit}).create()
         await push(q, src, "p0", [{"n": n} for n in range(60)])
         started = time.monotonic()
         runner = await (Stream.from_(q.queue(src))
@@ -180,7 +181,8 @@ async def gate(url: str, q: Queen, tag: str) -> dict:
                 "capacity": g["capacity"], "refill": g["refill"],
                 "dead_letters": len((dlq or {}).get("messages", []) if isinstance(dlq, dict)
                                     else dlq or []),
-                "errors": g["runner"].metrics()["errorsTotal"]}
+                "errors": g["runner"].metrics()["errorsTotal"],
+                "last_error": g["runner"].metrics()["lastError"]}
 
     fast, slow = await asyncio.gather(finish("fast"), finish("slow"))
     return {"fast": fast, "slow": slow}
