@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.browser import Browser, chromium
+from tests.support.cli import gather, run_cli
 
 UNLABELLED = """
 return [...document.querySelectorAll('input, select, textarea, button')]
@@ -89,3 +90,25 @@ async def test_the_streams_pages_show_queries_and_their_state_shards(browser, cl
     await browser.goto("streams/nope")
     await browser.loaded("stream")
     assert "No streams query nope." in await browser.text("#main")
+
+
+async def test_the_cli_lists_queries_shows_state_and_deletes(client, http_url):
+    await seed_stream(client)
+    s = ("--server", http_url)
+    listed, table, state, one, missing = await gather(
+        run_cli("streams", "list", *s, "-o", "json"),
+        run_cli("streams", "list", *s, "-o", "table"),
+        run_cli("streams", "state", "orders.per_minute", *s, "-o", "json"),
+        run_cli("streams", "state", "orders.per_minute", "--partition", "eu", *s, "-o", "json"),
+        run_cli("streams", "state", "nope", *s))
+    (query,) = listed.json()
+    assert (query["name"], query["lag"], query["stateRows"], query["shards"]) == (
+        "orders.per_minute", 2, 4, 2)
+    assert table.status == 0 and "orders.per_minute" in table.out and "STATE ROWS" in table.out
+    assert sorted(row["partition"] for row in state.json()["stateShards"]) == ["eu", "us"]
+    assert [row["partition"] for row in one.json()["stateShards"]] == ["eu"]
+    assert missing.status == 5 and "no streams query named 'nope'" in missing.err
+    deleted = await run_cli("streams", "delete", "orders.per_minute", "--yes", *s)
+    assert deleted.status == 0 and "deleted" in deleted.out
+    assert (await run_cli("streams", "list", *s, "-o", "json")).json() == []
+    assert (await run_cli("streams", "delete", "orders.per_minute", "--yes", *s)).status == 5
