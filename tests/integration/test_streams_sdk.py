@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
 import sys
 from pathlib import Path
 
 import httpx
 import trio
 
-from tests.support.processes import broker_process
+from tests.support.processes import broker_process, free_port
 
 CLIENTS = Path(__file__).parent.parent / "support" / "clients"
 
@@ -221,3 +222,29 @@ async def commit_gaps_ms(database_url: str) -> list[float]:
         return [float(r["gap"]) for r in rows if r["gap"] is not None]
 
     return await trio.to_thread.run_sync(lambda: asyncio.run(read()))
+
+
+async def test_a_sigkilled_broker_mid_stream_loses_and_doubles_no_window(database_url):
+    """The broker is killed with SIGKILL while the SDK streams (source leaseTime 2 s) and
+    started again on the same port and database: the sink holds exactly one result per
+    window (docs/decisions.md#streams-replayed-cycles)."""
+    port = free_port()
+    env = {"DATABASE_URL": database_url}
+    url = f"http://127.0.0.1:{port}"
+    report: dict = {}
+
+    async def flow() -> None:
+        report.update(await run_flow(url, "crash"))
+
+    with trio.fail_after(55):
+        async with trio.open_nursery() as nursery:
+            async with broker_process(env, port=port) as (_, proc):
+                nursery.start_soon(flow)
+                await trio.sleep(4)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            async with broker_process(env, port=port):
+                while not report:
+                    await trio.sleep(0.2)
+    expected = sorted(sum(w * 100 + i for i in range(5)) for w in range(8))
+    assert report["crash"]["windows"] == expected
