@@ -19,7 +19,7 @@ import msgspec
 from .. import wire
 from ..errors import BadRequest, TooLarge
 from ..push.items import PushItem
-from ..push.parse import build_item
+from ..push.parse import build_item, trace_id
 
 # Bounds (docs/streams.md, "Limits").
 MAX_STATE_OPS = 10_000
@@ -197,17 +197,6 @@ def _state_op(raw: Any, n: int) -> tuple[StateOp | None, str | None]:
     return StateOp(type=kind, key=key, value=value), None
 
 
-def _trace_id(value: Any, where: str) -> bytes | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"traceId{where} must be a UUID string")
-    try:
-        return uuid.UUID(value).bytes
-    except ValueError:
-        raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
-
-
 def _push_item(raw: Any, n: int) -> PushItem:
     where = f" (push_items[{n}])"
     if not isinstance(raw, dict):
@@ -220,7 +209,7 @@ def _push_item(raw: Any, n: int) -> PushItem:
     partition = raw.get("partition", msgspec.UNSET)
     item = build_item(n, raw.get("queue"), msgspec.UNSET if partition is None else partition,
                       raw.get("transactionId", msgspec.UNSET), payload)
-    item.trace_id = _trace_id(raw.get("traceId"), where)
+    item.trace_id = trace_id(raw.get("traceId"), where)
     return item
 
 

@@ -25,7 +25,7 @@ import msgspec
 from .. import ids, wire
 from ..consume.wakeups import WakeRegistry
 from ..errors import Conflict
-from ..push.bundle import Segment, commit_bundle
+from ..push.bundle import Segment, commit_in_transaction
 from ..push.items import group_items
 from ..push.outcome import Outcome
 from ..push.publisher import Publisher
@@ -212,15 +212,11 @@ class Streams:
                         vals=[op.value for op in cycle.state_ops])
                 except asyncpg.exceptions.ForeignKeyViolationError as exc:
                     raise _Abort(_foreign_key_text(exc, cycle), queue_name) from None
-            writing = [seg for seg in segments if seg.writers]
-            if writing:
-                await commit_bundle(conn, writing)
-                stale = {seg.queue for seg in writing if seg.outcome is Outcome.STALE}
-                if stale:
-                    raise _Stale(stale)
-                full = [seg.queue for seg in writing if seg.outcome is Outcome.FULL]
-                if full:
-                    raise _Abort(f"queue full: {full[0]} (maxSize)", queue_name)
+            stale, full = await commit_in_transaction(conn, segments)
+            if stale:
+                raise _Stale(stale)
+            if full:
+                raise _Abort(f"queue full: {full} (maxSize)", queue_name)
             ack_result: dict[str, Any] | None = None
             released: str | None = None
             if ack is not None:
