@@ -35,6 +35,7 @@ from .queues.queues import Queues
 from .settings import Settings
 from .storage.database import Database, open_database
 from .storage.encryption import PayloadCipher
+from .streams.service import Streams
 
 log = logging.getLogger("queen_trio.broker")
 
@@ -58,6 +59,7 @@ class Broker:
     consumer: Consumer
     ack_lane: AckLane
     transactions: TransactionRunner
+    streams: Streams
     reclaimer: PartitionReclaimer
     retention: RetentionService
     identity: WorkerIdentity
@@ -84,7 +86,9 @@ class Broker:
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
                       self.stats_maintenance.statistics(), self.kv_sweeper.statistics()],
             stats_samples=sampler.samples, stats_failures=sampler.failures,
-            encryption=self.cipher.status, kv=self.kv.statistics())
+            encryption=self.cipher.status, kv=self.kv.statistics(),
+            streams_cycles=self.streams.statistics().cycles,
+            streams_retries=self.streams.statistics().retries)
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()
@@ -161,6 +165,7 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
         consumer=Consumer(db, cipher, wakeups, settings),
         ack_lane=AckLane(db, wakeups, deadline_seconds=settings.call_deadline_seconds),
         transactions=TransactionRunner(db, publisher, queues, wakeups),
+        streams=Streams(db, publisher, queues, wakeups),
         reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                      interval=settings.partition_cleanup_interval_seconds),
         retention=RetentionService(db, interval=settings.retention_interval_seconds,

@@ -22,6 +22,10 @@ class BadRequest(QueenError):
     """The request cannot be taken as a whole (bad JSON, a bad field): a 400."""
 
 
+class TooLarge(QueenError):
+    """The request exceeds a bound on its size (entries, bytes): a 413."""
+
+
 class NotFound(QueenError):
     """The request names a queue, partition, message or other resource that does not exist."""
 
@@ -51,10 +55,6 @@ class Overloaded(QueenError):
 class Unavailable(QueenError):
     """Not now, certainly nothing done: a 503 with Retry-After, the message as given (the KV
     and lock routes' `kv_unavailable`)."""
-
-
-class TooLarge(QueenError):
-    """A part of the request is over its size limit: a 413."""
 
 
 class SchemaError(QueenError):

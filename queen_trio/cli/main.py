@@ -26,6 +26,7 @@ from . import (
     probes,
     producing,
     resources,
+    stream_queries,
     traces,
 )
 from .completion import COMPLETE_VAR, PROG, completion
@@ -90,7 +91,8 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 resources.queue, resources.partition, resources.messages, resources.dlq,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
-                coordination.kv, coordination.locks, spool, contexts.context, completion):
+                coordination.kv, coordination.locks, stream_queries.streams, spool,
+                contexts.context, completion):
     root.add_command(command)
 
 

@@ -107,6 +107,10 @@ class ProcessFigures:
     stats_failures: int
     encryption: EncryptionStatus = EncryptionStatus(False)
     kv: KvStatistics | None = None
+    # Streams cycles by outcome (committed, failed, replayed, refused) and the transactions
+    # retried after a deadlock or a serialization failure (queen_trio/streams/service.py).
+    streams_cycles: Mapping[str, int] = attrs.Factory(dict)
+    streams_retries: int = 0
 
     @property
     def pool_active(self) -> int:
@@ -295,6 +299,12 @@ def worker_families(f: ProcessFigures) -> list[Family]:
       int(f.encryption.malformed))
     if f.kv is not None:
         _kv_families(f.kv, book)
+    for outcome, n in sorted(f.streams_cycles.items()):
+        c("queen_streams_cycles_total", "Streams cycles answered here, by outcome: committed, "
+          "failed (success:false), replayed (answered with the first reply), refused (the "
+          "body named an unknown op or status).", n, outcome=outcome)
+    c("queen_streams_cycle_retries_total", "Streams cycle transactions retried after a "
+      "deadlock or a serialization failure.", f.streams_retries)
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
@@ -329,9 +339,10 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
         return (await Q.metrics_queues.fetch(conn),
                 await Q.metrics_queue_rates.fetch(conn),
                 await Q.groups_list.fetch(conn),
-                await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds))
+                await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds),
+                await Q.stream_figures.fetchrow(conn))
 
-    queues, rates, groups, workers = await db.call(run)
+    queues, rates, groups, workers, streams = await db.call(run)
     book = FamilyBook()
     g = book.gauge
     totals = {k: sum(int(r[k]) for r in queues)
@@ -366,6 +377,12 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
           r["max_time_lag"], **labels)
         g("queen_consumer_group_partitions_lagging", "Partitions where the group has a "
           "backlog.", r["partitions_with_lag"], **labels)
+    g("queen_streams_queries", "Streams queries registered.", streams["queries"],
+      scope="cluster")
+    g("queen_streams_state_rows", "Rows of every streams query's state.",
+      streams["state_rows"], scope="cluster")
+    g("queen_streams_state_bytes", "Bytes of every streams query's state (keys and values).",
+      streams["state_bytes"], scope="cluster")
     for r in workers:
         labels = {"worker_id": r["worker_id"], "hostname": r["hostname"], "pid": str(r["pid"])}
         g("queen_worker_last_sample_age_seconds", "Seconds since the worker's last sample.",
@@ -471,5 +488,6 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
                          "totals": dict(p.totals)} for p in f.periodic],
         "statsAge": stats_age,
         "encryption": f.encryption.to_wire(),
+        "streams": {"cycles": dict(f.streams_cycles), "retries": f.streams_retries},
     }
 

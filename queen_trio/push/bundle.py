@@ -178,3 +178,18 @@ async def commit_bundle(conn: asyncpg.Connection, segments: list[Segment], *,
     """`run_bundle`, then settle the segments, inside the caller's transaction."""
     apply_bundle_rows(segments, await run_bundle(conn, segments,
                                                  check_max_size=check_max_size))
+
+
+async def commit_in_transaction(conn: Any, segments: list[Segment]) -> tuple[set[str], str | None]:
+    """The segments that have writers, committed inside the caller's transaction (a
+    /transaction's, a streams cycle's): the queues whose facts were stale (repack and try
+    again) and the first queue whose maxSize refused its group, if any. The caller rolls back
+    on either."""
+    writing = [seg for seg in segments if seg.writers]
+    if not writing:
+        return set(), None
+    await commit_bundle(conn, writing)
+    stale = {seg.queue for seg in writing if seg.outcome is Outcome.STALE}
+    full = next((seg.queue for seg in writing if seg.outcome is Outcome.FULL), None)
+    return stale, full
+

@@ -7,6 +7,8 @@ each payload (`msgspec.Raw`), which is what gets stored and later spliced into p
 from __future__ import annotations
 
 import re
+import uuid
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -89,3 +91,17 @@ def _parse_item(index: int, item: _WireItem) -> PushItem:
         payload=bytes(item.payload),
         message_id=message_id,
     )
+
+
+def trace_id(value: Any, where: str) -> bytes | None:
+    """An item's `traceId` (a transaction's push, a streams cycle's sink push): a UUID, or
+    absent, null or empty for none."""
+    if value is UNSET or value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"traceId{where} must be a UUID string")
+    try:
+        return uuid.UUID(value).bytes
+    except ValueError:
+        raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
+

@@ -24,10 +24,9 @@ from ..errors import BadRequest
 from ..queues.queues import Queues, retry_while_stale
 from ..storage.database import Database
 from ..storage.sql import Q
-from .bundle import Segment, commit_bundle
+from .bundle import Segment, commit_in_transaction
 from .items import PushItem, group_items
-from .outcome import Outcome
-from .parse import build_item
+from .parse import build_item, trace_id
 from .publisher import Publisher
 from .riders import REFUSED, RIDERS
 
@@ -122,23 +121,12 @@ class _Op:
     ack_result: _AckOutcome | None = None
 
 
-def _trace_id(value: object, where: str) -> bytes | None:
-    if value is UNSET or value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"traceId{where} must be a UUID string")
-    try:
-        return uuid.UUID(value).bytes
-    except ValueError:
-        raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
-
-
 def _push_item(index: int, queue: object, partition: object, txid: object,
                payload: Raw | UnsetType, trace: object, where: str) -> PushItem:
     # A missing payload is {} here, as on the reference's transaction route.
     item = build_item(index, queue, partition, txid,
                       b"{}" if payload is UNSET else bytes(payload))
-    item.trace_id = _trace_id(trace, where)
+    item.trace_id = trace_id(trace, where)
     return item
 
 
@@ -311,15 +299,11 @@ class TransactionRunner:
             await self._apply_riders(conn, riders, flat, rider_results)
             if leases and await Q.live_leases.fetchval(conn, lease_ids=leases) != len(set(leases)):
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
-            writing = [seg for seg in segments if seg.writers]
-            if writing:
-                await commit_bundle(conn, writing)
-                stale = {seg.queue for seg in writing if seg.outcome is Outcome.STALE}
-                if stale:
-                    raise _Stale(stale)
-                full = [seg.queue for seg in writing if seg.outcome is Outcome.FULL]
-                if full:
-                    raise _Abort(f"queue full: {full[0]}")
+            stale, full = await commit_in_transaction(conn, segments)
+            if stale:
+                raise _Stale(stale)
+            if full:
+                raise _Abort(f"queue full: {full}")
             released: list[str] = []
             if ack_ops:
                 rows = await apply_acks(conn, [op.ack for op in ack_ops if op.ack is not None])

@@ -44,12 +44,12 @@ log = logging.getLogger("queen_trio.http")
 # Domain errors and the status each one answers with.
 STATUS_OF: dict[type[QueenError], int] = {
     BadRequest: 400,
+    TooLarge: 413,
     NotFound: 404,
     Conflict: 409,
     DatabaseUnavailable: 503,
     Overloaded: 503,
     Unavailable: 503,
-    TooLarge: 413,
 }
 
 # Query parameters that carry a name: capped like every name (wire.name), on every route.

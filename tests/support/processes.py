@@ -134,11 +134,12 @@ class RunningBroker:
 @asynccontextmanager
 async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
                          workers: int = 1, host: str | None = "127.0.0.1",
-                         health: int = 200) -> AsyncIterator[RunningBroker]:
+                         health: int = 200,
+                         port: int | None = None) -> AsyncIterator[RunningBroker]:
     """A broker process, every worker serving and answering /health with `health` (503: a
     broker whose database is unreachable); stopped with SIGTERM (then SIGKILL) on the way
     out. `host=None` gives it no `--host`: it listens where its default says."""
-    port = free_port()
+    port = port or free_port()
     fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
     extra = []
     worker_urls = []
@@ -183,8 +184,10 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
 
 @asynccontextmanager
 async def broker_process(env: dict[str, str] | None = None, args: list[str] | None = None, *,
-                         workers: int = 1) -> AsyncIterator[tuple[str, subprocess.Popen]]:
-    async with running_broker(env, args, workers=workers) as broker:
+                         workers: int = 1,
+                         port: int | None = None) -> AsyncIterator[tuple[str, subprocess.Popen]]:
+    """`port`: this one (a broker started again where its clients are), else a free one."""
+    async with running_broker(env, args, workers=workers, port=port) as broker:
         yield broker.url, broker.proc
 
 

@@ -29,12 +29,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "kv": {"storage", FOUNDATION},
     "push": {"kv", "consume", "queues", "storage", FOUNDATION},
     "ops": {"kv", "push", "consume", "queues", "storage", FOUNDATION},
-    "broker": {"ops", "kv", "push", "consume", "queues", "storage", FOUNDATION},
-    "web": {"broker", "ops", "kv", "push", "consume", "queues", "storage", FOUNDATION},
+    "streams": {"push", "consume", "queues", "storage", FOUNDATION},
+    "broker": {"streams", "ops", "kv", "push", "consume", "queues", "storage", FOUNDATION},
+    "web": {"broker", "streams", "ops", "kv", "push", "consume", "queues", "storage",
+            FOUNDATION},
     # The command line is a client of the HTTP API: it imports the foundation only (and the
     # server through DOORS).
     "cli": {FOUNDATION},
-    "entry": {"cli", "web", "broker", "ops", "kv", "push", "consume", "queues", "storage",
+    "entry": {"cli", "web", "broker", "streams", "ops", "kv", "push", "consume", "queues",
+              "storage",
               FOUNDATION},
 }
 # `queen-trio serve` and `spool retry` (which works on the data directory itself) are the
@@ -66,7 +69,7 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-FOLDERS = {"storage", "queues", "kv", "consume", "push", "ops", "web", "cli"}
+FOLDERS = {"storage", "queues", "kv", "consume", "push", "ops", "streams", "web", "cli"}
 
 
 def room_of(module: str) -> str:

@@ -30,6 +30,7 @@ from . import (
     resources,
     spool,
     status,
+    streams,
     traces,
     whoami,
 )
@@ -108,6 +109,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/v1/analytics/queue-parked-replicas", READ, analytics.parked_replicas),
     Route("GET", "/api/v1/analytics/retention", READ, analytics.retention),
     Route("GET", "/api/v1/analytics/postgres-stats", READ, analytics.postgres_stats),
+    # -- streams (the official SDK's server half; docs/streams.md) ---------------------------
+    Route("POST", "/streams/v1/queries", WRITE, streams.register),
+    Route("GET", "/streams/v1/queries", READ, streams.list_queries),
+    Route("GET", "/streams/v1/queries/:name", READ, streams.query_detail),
+    Route("DELETE", "/streams/v1/queries/:name", ADMIN, streams.delete_query),
+    Route("POST", "/streams/v1/cycle", WRITE, streams.cycle),
+    Route("POST", "/streams/v1/state/get", READ, streams.state_get),
     # -- probes --------------------------------------------------------------------------------
     Route("GET", "/health", PUBLIC, health.health),
     Route("GET", "/metrics", PUBLIC, metrics.as_json),
@@ -121,7 +129,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/favicon.ico", PUBLIC, dashboard.favicon),
     Route("GET", "/dashboard/*asset", PUBLIC, dashboard.asset),
     # -- the 2.6 client's routes this broker does not have (404 not_implemented) -------------
-    # Timers, offset reads, ephemeral queues, streams: a route that gets built
+    # Timers, offset reads, ephemeral queues: a route that gets built
     # has its handler and level put in place of `PUBLIC, not_implemented`.
     Route("POST", "/api/v1/timers", PUBLIC, not_implemented),
     Route("GET", "/api/v1/timers/:queue", PUBLIC, not_implemented),
@@ -137,9 +145,6 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/v1/ephemeral/queues", PUBLIC, not_implemented),
     Route("GET", "/api/v1/ephemeral/queues/:queue/depth", PUBLIC, not_implemented),
     Route("DELETE", "/api/v1/ephemeral/queue/:queue", PUBLIC, not_implemented),
-    Route("POST", "/streams/v1/queries", PUBLIC, not_implemented),
-    Route("POST", "/streams/v1/cycle", PUBLIC, not_implemented),
-    Route("POST", "/streams/v1/state/get", PUBLIC, not_implemented),
 )
 
 # The (method, path) of every route still answered 404 not_implemented.

@@ -9,6 +9,10 @@ DECLARE
     remembered timestamptz;
 BEGIN
     PERFORM 1 FROM queen.queues WHERE id = p_queue_id FOR UPDATE;
+    -- Wait for the pushes committing into the queue's partitions (they hold the partition
+    -- rows): the group's cursors and heads are then read from what they committed, never
+    -- from a state where a later push is visible and an earlier one not yet.
+    PERFORM 1 FROM queen.partitions p WHERE p.queue_id = p_queue_id ORDER BY p.id FOR KEY SHARE;
     DELETE FROM queen.subscription_memory m
      WHERE m.queue_id = p_queue_id AND m.consumer_group = p_group
     RETURNING m.start_at INTO remembered;

@@ -92,8 +92,12 @@ BEGIN
                 retries := 0;
             END IF;
         END IF;
-        -- A lease that expired with messages unsettled was a failed delivery.
-        IF cs.lease_id IS NOT NULL AND cs.delivered_until > cur THEN
+        -- A lease that expired with messages unsettled was a failed delivery; not for a
+        -- streams query's source group, whose gate lets leases expire on purpose
+        -- (docs/decisions.md#streams-lease-expiries).
+        IF cs.lease_id IS NOT NULL AND cs.delivered_until > cur
+           AND NOT EXISTS (SELECT 1 FROM queen.stream_groups sg
+                            WHERE sg.queue_name = p_queue AND sg.consumer_group = p_group) THEN
             retries := retries + 1;
             IF retries > q.retry_limit THEN
                 IF q.dead_letter_queue THEN

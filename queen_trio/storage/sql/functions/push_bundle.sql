@@ -164,7 +164,10 @@ BEGIN
             CONTINUE;
         END IF;
 
-        commit_at := greatest(clock_timestamp(), locked_last[k]);
+        -- Strictly later than the partition's last commit, by more than a millisecond: the
+        -- streaming SDK orders a partition's messages by (createdAt to the millisecond, id),
+        -- which must be offset order (docs/decisions.md#commit-times-a-millisecond-apart).
+        commit_at := greatest(clock_timestamp(), locked_last[k] + interval '1001 microseconds');
         seg_txids := p_txids[seg_start[s] : seg_start[s] + p_counts[s] - 1];
         dup_offsets := array_fill(NULL::bigint, ARRAY[p_counts[s]]);
         kept_count := p_counts[s];

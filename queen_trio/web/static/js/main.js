@@ -16,6 +16,8 @@ const ROUTES = [
   [["queues", ":queue"], "queue"],
   [["groups"], "groups"],
   [["groups", ":group"], "group"],
+  [["streams"], "streams"],
+  [["streams", ":name"], "stream"],
   [["messages"], "messages"],
   [["messages", ":partitionId", ":transactionId"], "message"],
   [["dlq"], "dlq"],
@@ -29,7 +31,7 @@ const ROUTES = [
   [["consumers"], "consumers"],
 ];
 // The sidebar entry each page belongs to.
-const NAV = { queue: "queues", group: "groups", message: "messages", trace: "traces" };
+const NAV = { queue: "queues", group: "groups", stream: "streams", message: "messages", trace: "traces" };
 
 const main = document.getElementById("main");
 let current = null;
