@@ -30,9 +30,13 @@ from .push.spool import Spool
 from .push.spool_root import ORPHAN_WAIT_SECONDS, worker_directories
 from .push.transactions import TransactionRunner
 from .queues.queues import Queues
+from .reads.fetch import OffsetReader
 from .settings import Settings
 from .storage.database import Database, open_database
 from .storage.encryption import PayloadCipher
+from .timers.service import TimerService, TransactionTimers
+from .timers.sweeper import CHANNEL as TIMER_CHANNEL
+from .timers.sweeper import TimerSweeper
 
 log = logging.getLogger("queen_trio.broker")
 
@@ -62,6 +66,9 @@ class Broker:
     activity: Activity
     sampler: StatsSampler
     stats_maintenance: StatsMaintenance
+    timers: TimerService
+    sweeper: TimerSweeper
+    reader: OffsetReader
     started: float = attrs.field(factory=time.monotonic)
 
     def figures(self) -> ProcessFigures:
@@ -80,7 +87,8 @@ class Broker:
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
                       self.stats_maintenance.statistics()],
             stats_samples=sampler.samples, stats_failures=sampler.failures,
-            encryption=self.cipher.status)
+            encryption=self.cipher.status, timers=self.timers.statistics(),
+            sweeper=self.sweeper.statistics())
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()
@@ -140,14 +148,22 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
     publisher = Publisher(lane, queues, cipher, spool,
                           max_pending_bytes=settings.max_pending_bytes)
     identity = WorkerIdentity.of_this_process(settings.worker_id, settings.worker_index)
+    timers = TimerService(db, cipher)
+    sweeper = TimerSweeper(db, queues, cipher, wakeups,
+                           lease_seconds=settings.timer_claim_lease_seconds,
+                           batch=settings.timer_batch_size,
+                           deadline_seconds=settings.call_deadline_seconds)
+    listener = NotifyListener(wakeups, database_url)
+    listener.listen(TIMER_CHANNEL, sweeper.on_notify)
     broker = Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
-        listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
+        listener=listener, lane=lane, spool=spool,
         publisher=publisher,
         # Acks and claims fuse their database calls like the push lane (consume/fusion.py).
         consumer=Consumer(db, cipher, wakeups, settings),
         ack_lane=AckLane(db, wakeups, deadline_seconds=settings.call_deadline_seconds),
-        transactions=TransactionRunner(db, publisher, queues, wakeups),
+        transactions=TransactionRunner(db, publisher, queues, wakeups,
+                                       TransactionTimers(timers, settings.max_body_bytes)),
         reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                      interval=settings.partition_cleanup_interval_seconds),
         retention=RetentionService(db, interval=settings.retention_interval_seconds,
@@ -155,6 +171,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
         identity=identity, activity=activity,
         sampler=StatsSampler(db, identity, interval=settings.stats_interval_seconds),
         stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
+        timers=timers, sweeper=sweeper, reader=OffsetReader(db, cipher),
     )
     broker.sampler.source = broker.figures
     broker.sampler.forget_queues = activity.forget_queues
@@ -175,6 +192,7 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database,
             await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)
+            await services.start(broker.sweeper.run)
             await services.start(spool.run_replay, db, broker.queues, broker.cipher)
             try:
                 yield broker

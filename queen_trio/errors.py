@@ -30,6 +30,10 @@ class Conflict(QueenError):
     """The resource exists but is not in a state that allows the request."""
 
 
+class PayloadTooLarge(QueenError):
+    """A payload past its bound once decoded (a timer's, after base64 and zstd): a 413."""
+
+
 class DatabaseUnavailable(QueenError):
     """The database cannot be reached; the message says "database connection unavailable",
     which is what the official consume loop retries on."""

@@ -39,6 +39,8 @@ from ..push.spool import SpoolStatistics
 from ..storage.database import Database, DatabaseStatistics
 from ..storage.encryption import EncryptionStatus
 from ..storage.sql import Q
+from ..timers.service import TimerStatistics
+from ..timers.sweeper import LATENESS_BUCKETS, SweeperStatistics
 from .activity import ActivityStatistics, HistogramSnapshot
 from .maintenance import PeriodicStatistics
 
@@ -105,6 +107,8 @@ class ProcessFigures:
     stats_samples: int
     stats_failures: int
     encryption: EncryptionStatus = EncryptionStatus(False)
+    timers: TimerStatistics | None = None
+    sweeper: SweeperStatistics | None = None
 
     @property
     def pool_active(self) -> int:
@@ -291,6 +295,24 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     g("queen_encryption_key_malformed", "1 when QUEEN_ENCRYPTION_KEY is set but cannot be used "
       "(encryption is then off: queues with encryptionEnabled store plaintext).",
       int(f.encryption.malformed))
+    if f.timers is not None:
+        for verdict in ("scheduled", "rescheduled", "cancelled", "absent", "too_late"):
+            c("queen_timer_ops_total", "Timer ops applied here, by their status.",
+              getattr(f.timers, verdict), status=verdict)
+    if f.sweeper is not None:
+        sw = f.sweeper
+        c("queen_timers_fired_total", "Timers this process fired (delivered as messages).",
+          sw.fired)
+        c("queen_timers_fired_duplicate_total", "Fired timers whose txn the queue already held "
+          "(push dedup kept the first).", sw.duplicates)
+        c("queen_timer_fire_failures_total", "Timer fires that failed and backed off.",
+          sw.failures)
+        c("queen_timer_claims_total", "Claims of due timers that found some.", sw.claims)
+        c("queen_timer_probes_total", "Probes of the next due timer.", sw.probes)
+        book.add("queen_timer_lateness_seconds", "histogram", "How late past deliverAt a fired "
+                 "timer was taken to be pushed.",
+                 HistogramSnapshot(LATENESS_BUCKETS, sw.lateness_counts, sw.lateness_sum,
+                                   sum(sw.lateness_counts)))
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
@@ -305,9 +327,10 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
         return (await Q.metrics_queues.fetch(conn),
                 await Q.metrics_queue_rates.fetch(conn),
                 await Q.groups_list.fetch(conn),
-                await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds))
+                await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds),
+                await Q.timers_queues.fetch(conn))
 
-    queues, rates, groups, workers = await db.call(run)
+    queues, rates, groups, workers, timers = await db.call(run)
     book = FamilyBook()
     g = book.gauge
     totals = {k: sum(int(r[k]) for r in queues)
@@ -342,6 +365,11 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
           r["max_time_lag"], **labels)
         g("queen_consumer_group_partitions_lagging", "Partitions where the group has a "
           "backlog.", r["partitions_with_lag"], **labels)
+    g("queen_timers_pending", "Timers scheduled and not fired yet.",
+      sum(int(r["pending"]) for r in timers), scope="cluster")
+    for r in timers:
+        g("queen_timers_pending_by_queue", "Timers of the queue not fired yet.", r["pending"],
+          queue=r["queue"])
     for r in workers:
         labels = {"worker_id": r["worker_id"], "hostname": r["hostname"], "pid": str(r["pid"])}
         g("queen_worker_last_sample_age_seconds", "Seconds since the worker's last sample.",

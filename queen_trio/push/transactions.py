@@ -3,12 +3,16 @@
 Push operations follow the push path's rules (dedup reported, not an abort; producerSub
 stamped; encryption) and are the only way to set a traceId. Ack operations follow /ack's rules;
 any ack that is refused, or a `requiredLeases` entry that is not live, rolls everything back.
+A `timers` rider (the 2.6 client's `tx.timer(...)`) schedules and cancels timers in the same
+commit, before the pushes and acks (the lock order: timer rows, then partition rows); its
+results follow the pushes' and acks' in the flat `results`. The rider is parsed and applied
+by the hook the broker hands in (timers/service.py), so this room never imports the timers'.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 import attrs
@@ -92,9 +96,17 @@ def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw |
     return item
 
 
+class TimerRiderHook(Protocol):
+    """A transaction's `timers` rider: validated before the transaction, applied inside it."""
+
+    def parse(self, raw: Any, producer_sub: str | None) -> Any: ...
+
+    async def apply(self, conn: asyncpg.Connection, parsed: Any) -> list[dict[str, Any]]: ...
+
+
 def _refuse_riders(decoded: _WireTransaction) -> None:
     """A rider this broker cannot honour refuses the whole transaction."""
-    for rider in ("kv", "timers"):
+    for rider in ("kv",):
         if getattr(decoded, rider) not in (UNSET, None, []):
             # The client's own reason code: its guard and once() callers see why.
             raise BadRequest("kv_bad_request", reason="riders_not_supported",
@@ -103,6 +115,14 @@ def _refuse_riders(decoded: _WireTransaction) -> None:
 
 
 def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
+    """Operations and required leases; a transaction with a `timers` rider goes through
+    `parse_transaction_with_riders`."""
+    ops, leases, _timers = parse_transaction_with_riders(body)
+    return ops, leases
+
+
+def parse_transaction_with_riders(body: bytes) -> tuple[list[_Op], list[uuid.UUID], Any]:
+    """Operations, required leases, and the raw `timers` rider (None when there is none)."""
     try:
         decoded = wire.decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
@@ -110,9 +130,11 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
     _refuse_riders(decoded)
+    timers = None if decoded.timers in (UNSET, None, []) else decoded.timers
     if decoded.operations is UNSET:
         raise BadRequest("operations array required")
-    if not decoded.operations:
+    if not decoded.operations and timers is None:
+        # A bundle with a rider may carry no operation (the client sends [] then).
         raise BadRequest("operations array cannot be empty")
     leases: list[uuid.UUID] = []
     if decoded.requiredLeases not in (UNSET, None):
@@ -144,7 +166,7 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
                                 parse_ack(fields, where))))
         else:
             raise BadRequest(f"Unknown operation type{where}: {op.type!r}")
-    return ops, leases
+    return ops, leases, timers
 
 
 class _Abort(Exception):
@@ -157,27 +179,36 @@ class _Stale(Exception):
 
 class TransactionRunner:
     def __init__(self, db: Database, publisher: Publisher, queues: Queues,
-                 wakeups: WakeRegistry) -> None:
+                 wakeups: WakeRegistry, timers: TimerRiderHook | None = None) -> None:
         self._db = db
         self._publisher = publisher
         self._queues = queues
         self._wakeups = wakeups
+        self._timers = timers
 
     async def run(self, ops: list[_Op], leases: list[uuid.UUID],
-                  producer_sub: str | None) -> dict[str, Any]:
+                  producer_sub: str | None, timers: Any = None) -> dict[str, Any]:
         reply_id = str(ids.new_id())
+        riders: Any = None
+        timer_results: list[dict[str, Any]] = []
+        if timers is not None:
+            if self._timers is None:
+                raise BadRequest("kv_bad_request", reason="riders_not_supported",
+                                 detail="transaction timers riders are not supported by this "
+                                        "broker; nothing was committed")
+            riders = self._timers.parse(timers, producer_sub)
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
         segments: list[Segment] = []
         released: list[str] = []
 
         async def attempt() -> set[str]:
-            nonlocal segments, released
+            nonlocal segments, released, timer_results
             segments = [Segment.fuse([self._publisher.pack(group, producer_sub)])
                         for group in group_items(pushes)]
             try:
-                released = await self._db.call(
-                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases))
+                released, timer_results = await self._db.call(
+                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases, riders))
             except _Stale as exc:
                 return set(exc.args[0])
             return set()
@@ -192,16 +223,24 @@ class TransactionRunner:
                     "error": "queue configuration kept changing", "results": []}
         for queue in {item.queue for item in pushes} | set(released):
             self._wakeups.notify(queue)
-        return {"transactionId": reply_id, "success": True,
-                "results": self._results(ops, segments)}
+        results = self._results(ops, segments)
+        for n, result in enumerate(timer_results):
+            results.append({"index": len(results), "type": "timer", "timerIndex": n,
+                            "success": result["ok"], **result})
+        return {"transactionId": reply_id, "success": True, "results": results}
 
     async def _in_transaction(self, conn: asyncpg.Connection, segments: list[Segment],
-                              ack_ops: list[_Op], leases: list[uuid.UUID]) -> list[str]:
+                              ack_ops: list[_Op], leases: list[uuid.UUID],
+                              riders: Any) -> tuple[list[str], list[dict[str, Any]]]:
         """Everything in one transaction; raises to roll back. Returns queues whose lease was
-        released by an ack (long polls there should look again)."""
+        released by an ack (long polls there should look again), and the timer results."""
         async with conn.transaction():
             if leases and await Q.live_leases.fetchval(conn, lease_ids=leases) != len(set(leases)):
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
+            timer_results: list[dict[str, Any]] = []
+            if riders is not None and self._timers is not None:
+                # Timer rows before partition rows (docs/decisions.md#timers).
+                timer_results = await self._timers.apply(conn, riders)
             writing = [seg for seg in segments if seg.writers]
             if writing:
                 await commit_bundle(conn, writing)
@@ -222,7 +261,7 @@ class TransactionRunner:
                         raise _Abort(f"ACK operation failed: {row['error']}")
                     ack_ops[row["item_no"] - 1].ack_result = {
                         "success": True, "error": None, "dlq": bool(row["dlq"])}
-            return released
+            return released, timer_results
 
     @staticmethod
     def _results(ops: list[_Op], segments: list[Segment]) -> list[dict[str, Any]]:

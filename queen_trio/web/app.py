@@ -16,7 +16,15 @@ import trio
 
 from .. import wire
 from ..broker import Broker
-from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
+from ..errors import (
+    BadRequest,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    QueenError,
+)
 from .access import access_log, log_request
 from .auth import Authenticator
 from .http import HTTPError, Response, cors_headers, error_response
@@ -30,6 +38,7 @@ STATUS_OF: dict[type[QueenError], int] = {
     BadRequest: 400,
     NotFound: 404,
     Conflict: 409,
+    PayloadTooLarge: 413,
     DatabaseUnavailable: 503,
     Overloaded: 503,
 }

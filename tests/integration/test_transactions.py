@@ -149,7 +149,9 @@ async def test_transaction_bad_json_is_400(client, raw):
 @pytest.mark.parametrize("riders", [
     {"kv": [{"op": "putIfAbsent", "ns": "jobs", "key": "k", "value": True, "forever": True,
              "required": True}]},
-    {"timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
+    # A timers rider beside a kv one: the kv refusal wins, the timer is not scheduled either.
+    {"kv": [{"op": "get", "ns": "jobs", "key": "k"}],
+     "timers": [{"op": "cancel", "queue": "q", "timerKey": "t"}]},
 ])
 @pytest.mark.parametrize("operations", [[], [{"type": "push", "queue": "q", "payload": 1}]])
 async def test_a_transaction_with_riders_is_refused_and_commits_nothing(client, broker, riders,

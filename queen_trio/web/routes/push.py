@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...broker import Broker
 from ...push.parse import parse_push_body
-from ...push.transactions import parse_transaction
+from ...push.transactions import parse_transaction_with_riders
 from ..http import Response, json_response
 from ..request import Request
 
@@ -24,8 +24,8 @@ async def push(broker: Broker, request: Request) -> Response:
 
 
 async def transaction(broker: Broker, request: Request) -> Response:
-    ops, leases = parse_transaction(request.body)
-    reply = await broker.transactions.run(ops, leases, request.subject)
+    ops, leases, timers = parse_transaction_with_riders(request.body)
+    reply = await broker.transactions.run(ops, leases, request.subject, timers)
     broker.activity.record_transaction(
         [op.ack[1].status for op in ops if op.ack is not None], reply)
     return json_response(200, reply, items=len(ops))
