@@ -308,6 +308,8 @@ def worker_families(f: ProcessFigures) -> list[Family]:
         c("queen_timer_fire_failures_total", "Timer fires that failed and backed off.",
           sw.failures)
         c("queen_timer_claims_total", "Claims of due timers that found some.", sw.claims)
+        c("queen_timer_claims_lapsed_total", "Claimed timers a fire no longer held (its lease "
+          "lapsed first): pushed by nobody here.", sw.lapsed)
         c("queen_timer_probes_total", "Probes of the next due timer.", sw.probes)
         book.add("queen_timer_lateness_seconds", "histogram", "How late past deliverAt a fired "
                  "timer was taken to be pushed.",

@@ -51,6 +51,9 @@ class SweeperStatistics:
     duplicates: int  # fired into a queue that already held its txn (push dedup)
     failures: int
     claims: int
+    # Claimed timers the fire no longer held (its lease lapsed and another broker took them,
+    # or a cancel or reschedule came after the lapse): nothing of them was pushed here.
+    lapsed: int
     probes: int
     lateness_counts: tuple[int, ...]  # per LATENESS_BUCKETS (not cumulative), then +Inf
     lateness_sum: float
@@ -88,6 +91,7 @@ class TimerSweeper:
         self._duplicates = 0
         self._failures = 0
         self._claims = 0
+        self._lapsed = 0
         self._probes = 0
         self._buckets = [0] * (len(LATENESS_BUCKETS) + 1)
         self._lateness_sum = 0.0
@@ -96,7 +100,7 @@ class TimerSweeper:
 
     def statistics(self) -> SweeperStatistics:
         return SweeperStatistics(self._fired, self._duplicates, self._failures, self._claims,
-                                 self._probes, tuple(self._buckets), self._lateness_sum)
+                                 self._lapsed, self._probes, tuple(self._buckets), self._lateness_sum)
 
     def on_notify(self, _payload: str) -> None:
         """A schedule due soon, in this process or another (the LISTEN connection)."""
@@ -146,8 +150,10 @@ class TimerSweeper:
         if self.after_claim is not None:
             await self.after_claim(token)
         queues = {row["queue"] for row in claimed}
+        fired = self._fired
         try:
             await self._fire_retrying(token, None, queues)
+            self._lapsed += len(claimed) - (self._fired - fired)
         except (DatabaseUnavailable, Overloaded):
             raise  # the claim lapses; any broker fires them once the database is back
         except Exception as exc:

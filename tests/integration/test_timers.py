@@ -253,3 +253,84 @@ async def test_a_retried_schedule_after_the_fire_is_swallowed_by_push_dedup(clie
         while broker.sweeper.statistics().duplicates < 1:
             await trio.sleep(0.05)
     assert await pop(client, "t.r") is None
+
+
+async def test_a_transaction_rider_schedules_and_cancels_in_the_same_commit(client, broker):
+    await timers(client, sched("t.x", "old", "old", 60_000))
+    r = await client.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "items": [{"queue": "t.x", "payload": "now"}]}],
+        "timers": [sched("t.x", "new", "later", 0, txn="tx-new"),
+                   {"op": "cancel", "queue": "t.x", "timerKey": "old"}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["success"] is True
+    push_r, new, old = body["results"]
+    assert push_r["type"] == "push" and push_r["index"] == 0
+    assert new["index"] == 1 and new["type"] == "timer" and new["status"] == "scheduled"
+    assert new["txn"] == "tx-new" and new["success"] is True
+    assert old["index"] == 2 and old["status"] == "cancelled"
+    got = await delivered(client, "t.x", 2)
+    assert sorted(m["data"] for m in got) == ["later", "now"]
+    # Only a rider: operations may be empty.
+    r = await client.post("/api/v1/transaction", json={
+        "operations": [], "timers": [sched("t.x", "alone", 1, 60_000)]})
+    assert r.json()["results"][0]["status"] == "scheduled"
+    # A rolled-back bundle takes its timers with it.
+    r = await client.post("/api/v1/transaction", json={
+        "operations": [], "requiredLeases": [str(uuid.uuid4())],
+        "timers": [sched("t.x", "rolled", 1, 60_000)]})
+    assert r.json()["success"] is False
+    assert (await client.get("/api/v1/timers/t.x/rolled")).json()["found"] is False
+    # A bad rider refuses the whole bundle.
+    r = await client.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "items": [{"queue": "t.x2", "payload": 1}]}],
+        "timers": [{"op": "schedule", "queue": "t.x", "timerKey": "k"}]})
+    assert r.status_code == 400 and r.json()["error"] == "timers_bad_request"
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.queues "
+                                        "WHERE name = 't.x2'") == 0
+
+
+async def test_encrypted_at_schedule_when_the_queue_encrypts_then(database_url):
+    from queen_trio.broker import open_broker
+    from queen_trio.web.routes import create_app
+    from tests.support.brokers import make_settings
+    import httpx
+
+    key = "ab" * 32
+    async with open_broker(make_settings(database_url, encryption_key=key), database_url) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as c:
+            r = await c.post("/api/v1/configure", json={
+                "queue": "t.enc", "options": {"encryptionEnabled": True}})
+            assert r.status_code == 200
+            await timers(c, sched("t.enc", "k", {"secret": 1}, 60_000),
+                         sched("t.later", "k", {"secret": 2}, 60_000))
+            peek = (await c.get("/api/v1/timers/t.enc/k")).json()
+            assert peek["encrypted"] is True
+            assert b"secret" not in base64.b64decode(peek["payload"])
+            raw = await db_fetchval(b.db, "SELECT payload FROM queen.timers "
+                                          "WHERE queue = 't.enc'")
+            assert b"secret" not in raw
+            # t.later does not exist yet: clear now, encrypted at fire once it encrypts.
+            assert (await c.get("/api/v1/timers/t.later/k")).json()["encrypted"] is False
+            r = await c.post("/api/v1/configure", json={
+                "queue": "t.later", "options": {"encryptionEnabled": True}})
+            # The queue-mode group joins both queues before they fire (a group joining a
+            # partition while a push to it commits can miss that push: a race of main's
+            # join_group, not of timers; closing note of issue 22).
+            assert await pop(c, "t.enc") is None and await pop(c, "t.later") is None
+            await db_execute(b.db, "UPDATE queen.timers SET deliver_at = clock_timestamp()")
+            b.sweeper.poke()
+            (m1,) = await delivered(c, "t.enc", 1)
+            (m2,) = await delivered(c, "t.later", 1)
+            assert m1["data"] == {"secret": 1} and m2["data"] == {"secret": 2}
+            frames = await db_fetchval(b.db, "SELECT string_agg(s.frames, ''::bytea) "
+                                             "FROM queen.segments s")
+            assert b"secret" not in frames
+
+
+async def test_producer_sub_is_stamped_from_the_token_and_not_from_the_body(client, broker):
+    [r] = await timers(client, sched("t.s", "k", 1, 60_000))
+    assert (await client.get("/api/v1/timers/t.s/k")).json()["producerSub"] is None
+    body = await timers(client, {**sched("t.s", "k2", 1), "producerSub": "forged"}, status=400)
+    assert body["reason"] == "server_owned_field"
