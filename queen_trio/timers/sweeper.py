@@ -69,7 +69,8 @@ class _FireFailed(Exception):
 
 def _next_id(promised: uuid.UUID, last: uuid.UUID | None) -> uuid.UUID:
     """The delivered message's id: the promised one while it sorts after the partition's
-    newest message (docs/decisions.md#the-promised-message-id), else the smallest id after that one's."""
+    newest message (docs/decisions.md#the-promised-message-id), else the smallest id after
+    that one's."""
     if last is None or promised.int > last.int:
         return promised
     return uuid.UUID(int=last.int + 1)
@@ -100,7 +101,8 @@ class TimerSweeper:
 
     def statistics(self) -> SweeperStatistics:
         return SweeperStatistics(self._fired, self._duplicates, self._failures, self._claims,
-                                 self._lapsed, self._probes, tuple(self._buckets), self._lateness_sum)
+                                 self._lapsed, self._probes, tuple(self._buckets),
+                                 self._lateness_sum)
 
     def on_notify(self, _payload: str) -> None:
         """A schedule due soon, in this process or another (the LISTEN connection)."""

@@ -291,10 +291,11 @@ async def test_a_transaction_rider_schedules_and_cancels_in_the_same_commit(clie
 
 
 async def test_encrypted_at_schedule_when_the_queue_encrypts_then(database_url):
+    import httpx
+
     from queen_trio.broker import open_broker
     from queen_trio.web.routes import create_app
     from tests.support.brokers import make_settings
-    import httpx
 
     key = "ab" * 32
     async with open_broker(make_settings(database_url, encryption_key=key), database_url) as b:
