@@ -17,7 +17,17 @@ from click.shell_completion import shell_complete
 
 from .. import __version__
 from ..exits import Exit
-from . import consuming, contexts, groups, manifests, probes, producing, resources, traces
+from . import (
+    consuming,
+    contexts,
+    groups,
+    manifests,
+    probes,
+    producing,
+    resources,
+    timers,
+    traces,
+)
 from .completion import COMPLETE_VAR, PROG, completion
 from .connection import Flags, connection_flags
 from .failures import CliError, StdoutClosed, Terminated
@@ -80,6 +90,7 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 resources.queue, resources.partition, resources.messages, resources.dlq,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
+                timers.timers, timers.fetch,
                 spool, contexts.context, completion):
     root.add_command(command)
 
@@ -95,6 +106,7 @@ SHORT_HELP = {
     ("tail",): "Print messages as they come, one JSON line each.",
     ("apply",): "Make the broker match Queue and ConsumerGroup manifests.",
     ("trace",): "A trace's timeline.",
+    ("fetch",): "A partition's records by offset, one JSON line each.",
     ("metrics",): "The broker's figures, JSON or Prometheus.",
     ("context",): "Named brokers (server, token) and the current one.",
     ("queue", "configure"): "Create a queue or change its options.",
