@@ -22,6 +22,8 @@ const ROUTES = [
   [["traces"], "traces"],
   [["traces", "message", ":partitionId", ":transactionId"], "trace"],
   [["traces", ":name"], "trace"],
+  [["timers"], "timers"],
+  [["timers", ":queue"], "timers"],
   [["analytics"], "analytics"],
   [["system"], "system"],
 ];
