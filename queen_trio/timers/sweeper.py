@@ -33,7 +33,7 @@ from ..push.items import Group, PushItem
 from ..push.outcome import Outcome
 from ..queues.queues import QueueFacts, Queues
 from ..storage import frames
-from ..storage.database import Database
+from ..storage.database import Database, is_connection_failure
 from ..storage.encryption import PayloadCipher
 from ..storage.sql import Q
 
@@ -121,8 +121,14 @@ class TimerSweeper:
             with trio.move_on_after(self._deadline, shield=True):
                 try:
                     wait = await self.step()
-                except (DatabaseUnavailable, Overloaded, OSError, asyncpg.PostgresError) as exc:
+                except (DatabaseUnavailable, Overloaded) as exc:
+                    # Said by the database's own line; the sweeper just comes back.
                     log.debug("timer sweep failed; trying again", extra={"error": str(exc)})
+                except Exception as exc:
+                    # Anything else (a connection cut mid-call, a statement timeout): the
+                    # sweeper never dies of it, and no timer is lost by it (a claim lapses).
+                    log.warning("timer sweep failed; trying again in a second",
+                                extra={"error": f"{type(exc).__name__}: {exc}"})
             if wait > 0:
                 with trio.move_on_after(wait):
                     await self._wake.wait()
@@ -156,18 +162,18 @@ class TimerSweeper:
         try:
             await self._fire_retrying(token, None, queues)
             self._lapsed += len(claimed) - (self._fired - fired)
-        except (DatabaseUnavailable, Overloaded):
-            raise  # the claim lapses; any broker fires them once the database is back
         except Exception as exc:
+            if _transient(exc):
+                raise  # the claim lapses; any broker fires them once the database is back
             log.info("timer batch failed; firing its timers one by one",
                      extra={"error": str(exc), "timers": len(claimed)})
             for row in claimed:
                 key = ([row["queue"]], [row["timer_key"]])
                 try:
                     await self._fire_retrying(token, key, {row["queue"]})
-                except (DatabaseUnavailable, Overloaded):
-                    raise
                 except Exception as one:
+                    if _transient(one):
+                        raise
                     self._failures += 1
                     log.warning("timer fire failed; backing off",
                                 extra={"queue": row["queue"], "timerKey": row["timer_key"],
@@ -225,6 +231,16 @@ class TimerSweeper:
                     break
             else:
                 self._buckets[-1] += 1
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure that says nothing about the timers (the database went away, the broker is
+    overloaded, a serialization failure or deadlock): no backoff, no attempt counted; the
+    claim lapses and the timers fire once it passes."""
+    return (isinstance(exc, (DatabaseUnavailable, Overloaded, OSError))
+            or is_connection_failure(exc)
+            or isinstance(exc, (asyncpg.SerializationError, asyncpg.DeadlockDetectedError,
+                                asyncpg.InterfaceError, asyncpg.InternalClientError)))
 
 
 async def _segments(conn: asyncpg.Connection, rows: list[Any], facts: dict[str, QueueFacts],
