@@ -32,10 +32,14 @@ from .push.spool import Spool
 from .push.spool_root import ORPHAN_WAIT_SECONDS, worker_directories
 from .push.transactions import TransactionRunner
 from .queues.queues import Queues
+from .reads.fetch import OffsetReader
 from .settings import Settings
 from .storage.database import Database, open_database
 from .storage.encryption import PayloadCipher
 from .streams.service import Streams
+from .timers.service import TimerService, TransactionTimers
+from .timers.sweeper import CHANNEL as TIMER_CHANNEL
+from .timers.sweeper import TimerSweeper
 
 log = logging.getLogger("queen_trio.broker")
 
@@ -68,6 +72,9 @@ class Broker:
     stats_maintenance: StatsMaintenance
     kv: KvStore
     kv_sweeper: KvSweeper
+    timers: TimerService
+    sweeper: TimerSweeper
+    reader: OffsetReader
     started: float = attrs.field(factory=time.monotonic)
 
     def figures(self) -> ProcessFigures:
@@ -88,7 +95,8 @@ class Broker:
             stats_samples=sampler.samples, stats_failures=sampler.failures,
             encryption=self.cipher.status, kv=self.kv.statistics(),
             streams_cycles=self.streams.statistics().cycles,
-            streams_retries=self.streams.statistics().retries)
+            streams_retries=self.streams.statistics().retries,
+            timers=self.timers.statistics(), sweeper=self.sweeper.statistics())
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()
@@ -157,14 +165,22 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
     # KV and locks on a pool of their own, behind a first-come-first-served gate.
     kv = KvStore(kv_db, gate_size=settings.kv_pool_size,
                  gate_timeout=settings.db_connection_timeout_ms / 1000)
+    timers = TimerService(db, cipher)
+    sweeper = TimerSweeper(db, queues, cipher, wakeups,
+                           lease_seconds=settings.timer_claim_lease_seconds,
+                           batch=settings.timer_batch_size,
+                           deadline_seconds=settings.call_deadline_seconds)
+    listener = NotifyListener(wakeups, database_url)
+    listener.listen(TIMER_CHANNEL, sweeper.on_notify)
     broker = Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
-        listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
+        listener=listener, lane=lane, spool=spool,
         publisher=publisher,
         # Acks and claims fuse their database calls like the push lane (consume/fusion.py).
         consumer=Consumer(db, cipher, wakeups, settings),
         ack_lane=AckLane(db, wakeups, deadline_seconds=settings.call_deadline_seconds),
-        transactions=TransactionRunner(db, publisher, queues, wakeups),
+        transactions=TransactionRunner(db, publisher, queues, wakeups,
+                                       TransactionTimers(timers, settings.max_body_bytes)),
         streams=Streams(db, publisher, queues, wakeups),
         reclaimer=PartitionReclaimer(db, idle_days=settings.partition_cleanup_days,
                                      interval=settings.partition_cleanup_interval_seconds),
@@ -174,6 +190,7 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
         sampler=StatsSampler(db, identity, interval=settings.stats_interval_seconds),
         stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
         kv=kv, kv_sweeper=KvSweeper(kv, interval=settings.kv_sweep_interval_seconds),
+        timers=timers, sweeper=sweeper, reader=OffsetReader(db, cipher),
     )
     broker.sampler.source = broker.figures
     broker.sampler.forget_queues = activity.forget_queues
@@ -195,6 +212,7 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database, kv_d
             await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)
+            await services.start(broker.sweeper.run)
             await services.start(spool.run_replay, db, broker.queues, broker.cipher)
             try:
                 yield broker

@@ -639,6 +639,14 @@ class Settings:
     retention_batch_size: int = setting(
         1000, env="RETENTION_BATCH_SIZE", check=POSITIVE,
         doc="the most rows of each kind one retention pass deletes or moves")
+    timer_claim_lease_seconds: float = setting(
+        10.0, env="QUEEN_TIMER_CLAIM_LEASE_MS", parse=parse_int, milliseconds=True,
+        check=POSITIVE,
+        doc="how long a broker holds the timers it claimed to fire them, in ms; a broker that "
+            "dies mid-fire leaves them to another once it lapses (docs/timers.md)")
+    timer_batch_size: int = setting(
+        256, env="QUEEN_TIMER_BATCH_SIZE", check=POSITIVE,
+        doc="the most due timers one claim takes and one transaction fires")
     spool_dir: Path | None = setting(
         None, env="FILE_BUFFER_DIR", shown="`<data-dir>/spool`",
         doc="the spool directory, one per broker "

@@ -27,6 +27,7 @@ from . import (
     producing,
     resources,
     stream_queries,
+    timers,
     traces,
 )
 from .completion import COMPLETE_VAR, PROG, completion
@@ -91,8 +92,8 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 resources.queue, resources.partition, resources.messages, resources.dlq,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
-                coordination.kv, coordination.locks, stream_queries.streams, spool,
-                contexts.context, completion):
+                coordination.kv, coordination.locks, stream_queries.streams, timers.timers,
+                timers.fetch, spool, contexts.context, completion):
     root.add_command(command)
 
 
@@ -107,6 +108,7 @@ SHORT_HELP = {
     ("tail",): "Print messages as they come, one JSON line each.",
     ("apply",): "Make the broker match Queue and ConsumerGroup manifests.",
     ("trace",): "A trace's timeline.",
+    ("fetch",): "A partition's records by offset, one JSON line each.",
     ("metrics",): "The broker's figures, JSON or Prometheus.",
     ("context",): "Named brokers (server, token) and the current one.",
     ("queue", "configure"): "Create a queue or change its options.",

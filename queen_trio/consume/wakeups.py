@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import asyncpg
@@ -120,6 +120,12 @@ class NotifyListener:
         self._connected = False
         self._received = 0
         self._connections = 0
+        # Other channels on the same connection (the timer sweeper's): channel -> callback.
+        self._channels: dict[str, Callable[[str], None]] = {}
+
+    def listen(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Also feed `channel`'s notifications to `callback` (before `run`)."""
+        self._channels[channel] = callback
 
     def statistics(self) -> ListenerStatistics:
         return ListenerStatistics(connected=self._connected, notifications=self._received,
@@ -140,6 +146,9 @@ class NotifyListener:
                     self._url, server_settings={"application_name": "queen-trio-listen"})
                 conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await trio_asyncio.aio_as_trio(conn.add_listener)(CHANNEL, self._on_notify)
+                for channel, callback in self._channels.items():
+                    await trio_asyncio.aio_as_trio(conn.add_listener)(
+                        channel, lambda _c, _p, _ch, payload, cb=callback: cb(payload))
                 self._connected = True
                 self._connections += 1
                 if not started:

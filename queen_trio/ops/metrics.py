@@ -40,6 +40,8 @@ from ..push.spool import SpoolStatistics
 from ..storage.database import Database, DatabaseStatistics
 from ..storage.encryption import EncryptionStatus
 from ..storage.sql import Q
+from ..timers.service import TimerStatistics
+from ..timers.sweeper import LATENESS_BUCKETS, SweeperStatistics
 from .activity import ActivityStatistics, HistogramSnapshot
 from .maintenance import PeriodicStatistics
 
@@ -111,6 +113,8 @@ class ProcessFigures:
     # retried after a deadlock or a serialization failure (queen_trio/streams/service.py).
     streams_cycles: Mapping[str, int] = attrs.Factory(dict)
     streams_retries: int = 0
+    timers: TimerStatistics | None = None
+    sweeper: SweeperStatistics | None = None
 
     @property
     def pool_active(self) -> int:
@@ -305,6 +309,26 @@ def worker_families(f: ProcessFigures) -> list[Family]:
           "body named an unknown op or status).", n, outcome=outcome)
     c("queen_streams_cycle_retries_total", "Streams cycle transactions retried after a "
       "deadlock or a serialization failure.", f.streams_retries)
+    if f.timers is not None:
+        for verdict in ("scheduled", "rescheduled", "cancelled", "absent", "too_late"):
+            c("queen_timer_ops_total", "Timer ops applied here, by their status.",
+              getattr(f.timers, verdict), status=verdict)
+    if f.sweeper is not None:
+        sw = f.sweeper
+        c("queen_timers_fired_total", "Timers this process fired (delivered as messages).",
+          sw.fired)
+        c("queen_timers_fired_duplicate_total", "Fired timers whose txn the queue already held "
+          "(push dedup kept the first).", sw.duplicates)
+        c("queen_timer_fire_failures_total", "Timer fires that failed and backed off.",
+          sw.failures)
+        c("queen_timer_claims_total", "Claims of due timers that found some.", sw.claims)
+        c("queen_timer_claims_lapsed_total", "Claimed timers a fire no longer held (its lease "
+          "lapsed first): pushed by nobody here.", sw.lapsed)
+        c("queen_timer_probes_total", "Probes of the next due timer.", sw.probes)
+        book.add("queen_timer_lateness_seconds", "histogram", "How late past deliverAt a fired "
+                 "timer was taken to be pushed.",
+                 HistogramSnapshot(LATENESS_BUCKETS, sw.lateness_counts, sw.lateness_sum,
+                                   sum(sw.lateness_counts)))
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
@@ -340,9 +364,10 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
                 await Q.metrics_queue_rates.fetch(conn),
                 await Q.groups_list.fetch(conn),
                 await Q.worker_figures_fresh.fetch(conn, fresh_seconds=fresh_seconds),
-                await Q.stream_figures.fetchrow(conn))
+                await Q.stream_figures.fetchrow(conn),
+                await Q.timers_queues.fetch(conn))
 
-    queues, rates, groups, workers, streams = await db.call(run)
+    queues, rates, groups, workers, streams, timers = await db.call(run)
     book = FamilyBook()
     g = book.gauge
     totals = {k: sum(int(r[k]) for r in queues)
@@ -383,6 +408,11 @@ async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[
       streams["state_rows"], scope="cluster")
     g("queen_streams_state_bytes", "Bytes of every streams query's state (keys and values).",
       streams["state_bytes"], scope="cluster")
+    g("queen_timers_pending", "Timers scheduled and not fired yet.",
+      sum(int(r["pending"]) for r in timers), scope="cluster")
+    for r in timers:
+        g("queen_timers_pending_by_queue", "Timers of the queue not fired yet.", r["pending"],
+          queue=r["queue"])
     for r in workers:
         labels = {"worker_id": r["worker_id"], "hostname": r["hostname"], "pid": str(r["pid"])}
         g("queen_worker_last_sample_age_seconds", "Seconds since the worker's last sample.",

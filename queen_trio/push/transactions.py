@@ -4,13 +4,16 @@ Push operations follow the push path's rules (dedup reported, not an abort; prod
 stamped; encryption) and are the only way to set a traceId. Ack operations follow /ack's rules;
 any ack that is refused, or a `requiredLeases` entry that is not live, rolls everything back.
 Riders (`kv`: tx.kv.*, tx.once, tx.guard) run first, in the same transaction (push/riders.py);
-a lost `required` op rolls everything back and answers the kv_precondition verdict.
+a lost `required` op rolls everything back and answers the kv_precondition verdict. A
+`timers` rider (tx.timer) is parsed and applied by the hook the broker hands in
+(timers/service.py; this room never imports the timers'), after the kv rider; its results
+follow the kv rider's in the flat `results`.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 import asyncpg
 import attrs
@@ -140,11 +143,22 @@ class Parsed:
     riders: dict[str, Any] = attrs.field(factory=dict)
 
 
+TIMERS = "timers"
+
+
+class TimerRiderHook(Protocol):
+    """A transaction's `timers` rider: validated before the transaction, applied inside it."""
+
+    def parse(self, raw: Any, producer_sub: str | None) -> Any: ...
+
+    async def apply(self, conn: asyncpg.Connection, parsed: Any) -> list[dict[str, Any]]: ...
+
+
 def _riders(decoded: _WireTransaction) -> dict[str, Any]:
-    """Each rider the body carries, parsed; one this broker cannot honour refuses the whole
-    transaction."""
+    """Each rider the body carries, parsed (the `timers` rider raw: the runner's hook parses
+    it); one this broker cannot honour refuses the whole transaction."""
     for key in REFUSED:
-        if getattr(decoded, key) not in (UNSET, None, []):
+        if key != TIMERS and getattr(decoded, key) not in (UNSET, None, []):
             # The client's own reason code: its guard and once() callers see why.
             raise BadRequest("kv_bad_request", reason="riders_not_supported",
                              detail=f"transaction {key} riders are not supported by this "
@@ -154,6 +168,8 @@ def _riders(decoded: _WireTransaction) -> dict[str, Any]:
         value = getattr(decoded, key)
         if value not in (UNSET, None, []):
             prepared[key] = rider.parse(value)
+    if decoded.timers not in (UNSET, None, []):
+        prepared[TIMERS] = decoded.timers
     return prepared
 
 
@@ -220,16 +236,23 @@ class _Precondition(Exception):
 
 class TransactionRunner:
     def __init__(self, db: Database, publisher: Publisher, queues: Queues,
-                 wakeups: WakeRegistry) -> None:
+                 wakeups: WakeRegistry, timers: TimerRiderHook | None = None) -> None:
         self._db = db
         self._publisher = publisher
         self._queues = queues
         self._wakeups = wakeups
+        self._timers = timers
 
     async def run(self, parsed: Parsed, producer_sub: str | None
                   ) -> TransactionReply | TransactionFailure | PreconditionFailure:
-        ops, leases, riders = parsed.ops, parsed.leases, parsed.riders
+        ops, leases, riders = parsed.ops, parsed.leases, dict(parsed.riders)
         reply_id = str(ids.new_id())
+        if TIMERS in riders:
+            if self._timers is None:
+                raise BadRequest("kv_bad_request", reason="riders_not_supported",
+                                 detail="transaction timers riders are not supported by this "
+                                        "broker; nothing was committed")
+            riders[TIMERS] = self._timers.parse(riders[TIMERS], producer_sub)
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
         segments: list[Segment] = []
@@ -269,8 +292,7 @@ class TransactionRunner:
             *self._results(ops, segments), *rider_results]
         return {"transactionId": reply_id, "success": True, "results": results}
 
-    @staticmethod
-    async def _apply_riders(conn: asyncpg.Connection, riders: dict[str, Any], flat: int,
+    async def _apply_riders(self, conn: asyncpg.Connection, riders: dict[str, Any], flat: int,
                             into: list[dict[str, Any]]) -> None:
         """Every rider, in RIDERS order, first in the transaction (the lock order: KV rows and
         timer rows before queue, partition and consumer rows). Results go into `into` with
@@ -287,6 +309,12 @@ class TransactionRunner:
                     "value": failure.get("value")})
             for result in results:
                 into.append({**result, "index": flat})
+                flat += 1
+        if TIMERS in riders and self._timers is not None:
+            # Timer rows before partition rows (docs/decisions.md#timers).
+            for n, result in enumerate(await self._timers.apply(conn, riders[TIMERS])):
+                into.append({"type": "timer", "timerIndex": n, "success": result["ok"],
+                             **result, "index": flat})
                 flat += 1
 
     async def _in_transaction(self, conn: asyncpg.Connection, segments: list[Segment],

@@ -146,24 +146,6 @@ async def test_transaction_bad_json_is_400(client, raw):
     assert r.status_code == 400 and "error" in r.json()
 
 
-@pytest.mark.parametrize("riders", [
-    {"timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
-    {"kv": [{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True}],
-     "timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
-])
-@pytest.mark.parametrize("operations", [[], [{"type": "push", "queue": "q", "payload": 1}]])
-async def test_a_transaction_with_riders_is_refused_and_commits_nothing(client, broker, riders,
-                                                                        operations):
-    """A rider this broker cannot honour (timers) is never dropped: the whole transaction is
-    refused, its kv rider included."""
-    r = await client.post("/api/v1/transaction", json={"operations": operations, **riders})
-    assert r.status_code == 400, r.text
-    assert r.json()["error"] == "kv_bad_request"
-    assert r.json()["reason"] == "riders_not_supported"
-    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 0
-    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.kv") == 0
-
-
 def once(key, **extra):
     return {"op": "putIfAbsent", "ns": "jobs", "key": key, "value": True, "forever": True,
             "required": True, **extra}

@@ -27,10 +27,12 @@ from . import (
     metrics,
     push,
     queues,
+    reads,
     resources,
     spool,
     status,
     streams,
+    timers,
     traces,
     whoami,
 )
@@ -93,6 +95,15 @@ ROUTES: tuple[Route, ...] = (
           groups.seek_queue),
     Route("POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek",
           WRITE, groups.seek_partition),
+    # -- timers (docs/timers.md) ---------------------------------------------------------------
+    Route("POST", "/api/v1/timers", WRITE, timers.apply),
+    Route("GET", "/api/v1/timers/:queue", READ, timers.list_timers),
+    Route("GET", "/api/v1/timers/:queue/*timerKey", READ, timers.peek),
+    # Never gated: a cancel must always get through.
+    Route("DELETE", "/api/v1/timers/:queue/*timerKey", WRITE, timers.cancel),
+    # -- offset reads (docs/offset-reads.md): read-only POSTs ----------------------------------
+    Route("POST", "/api/v1/fetch", READ, reads.fetch),
+    Route("POST", "/api/v1/partitions/changed", READ, reads.changed),
     # -- status --------------------------------------------------------------------------------
     Route("GET", "/api/v1/status", READ, status.summary),
     Route("GET", "/api/v1/status/queues", READ, status.queues),
@@ -100,6 +111,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/v1/status/analytics", READ, status.analytics),
     Route("POST", "/api/v1/stats/refresh", ADMIN, status.refresh),
     Route("GET", "/api/v1/status/buffers", READ, spool.buffers),
+    Route("GET", "/api/v1/status/timers", READ, timers.summary),
     Route("POST", "/api/v1/status/buffers/retry", ADMIN, spool.retry_failed),
     # -- analytics -----------------------------------------------------------------------------
     Route("GET", "/api/v1/analytics/system-metrics", READ, analytics.system_metrics),
@@ -129,14 +141,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/favicon.ico", PUBLIC, dashboard.favicon),
     Route("GET", "/dashboard/*asset", PUBLIC, dashboard.asset),
     # -- the 2.6 client's routes this broker does not have (404 not_implemented) -------------
-    # Timers, offset reads, ephemeral queues: a route that gets built
+    # Ephemeral queues: a route that gets built
     # has its handler and level put in place of `PUBLIC, not_implemented`.
-    Route("POST", "/api/v1/timers", PUBLIC, not_implemented),
-    Route("GET", "/api/v1/timers/:queue", PUBLIC, not_implemented),
-    Route("GET", "/api/v1/timers/:queue/*timerKey", PUBLIC, not_implemented),
-    Route("DELETE", "/api/v1/timers/:queue/*timerKey", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/fetch", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/partitions/changed", PUBLIC, not_implemented),
     Route("POST", "/api/v1/ephemeral/configure", PUBLIC, not_implemented),
     Route("POST", "/api/v1/ephemeral/reset", PUBLIC, not_implemented),
     Route("POST", "/api/v1/ephemeral/push", PUBLIC, not_implemented),

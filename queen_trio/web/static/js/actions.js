@@ -1,5 +1,5 @@
 // The destructive actions, each behind a confirmation that names what it changes: seek,
-// consumer-group delete, message delete and retry, queue delete.
+// consumer-group delete, message delete and retry, queue delete, timer cancel.
 
 import { del, path, post } from "./api.js";
 import { h } from "./dom.js";
@@ -140,6 +140,26 @@ export function deleteQueue(queue, totals) {
       const reply = await del(path("/api/v1/resources/queues", queue));
       toast(`Deleted queue ${queue}`);
       location.hash = "#/queues";
+      return reply;
+    },
+  });
+}
+
+export function cancelTimerButton(t) {
+  if (!can("write")) return null;
+  return actionButton("Cancel…", () => cancelTimer(t), { danger: true, dataset: { action: "cancel-timer", key: `cancel-${t.queue}-${t.timerKey}` } });
+}
+
+export function cancelTimer({ queue, timerKey, txn }) {
+  return confirmAction({
+    title: "Cancel this timer",
+    confirmLabel: "Cancel timer",
+    lines: [`Cancels timer ${timerKey} of ${queue}: its message (txn ${txn}) is never delivered. A timer a broker is firing right now is too late to cancel.`],
+    action: async () => {
+      const reply = await del(path("/api/v1/timers", queue, timerKey), { txn });
+      done(reply.status === "cancelled" ? `Cancelled timer ${timerKey}`
+        : reply.status === "too_late" ? `Too late: timer ${timerKey} is being delivered`
+          : `Timer ${timerKey} is no longer pending (absent)`);
       return reply;
     },
   });

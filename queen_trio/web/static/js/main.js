@@ -24,6 +24,8 @@ const ROUTES = [
   [["traces"], "traces"],
   [["traces", "message", ":partitionId", ":transactionId"], "trace"],
   [["traces", ":name"], "trace"],
+  [["timers"], "timers"],
+  [["timers", ":queue"], "timers"],
   [["analytics"], "analytics"],
   [["system"], "system"],
   [["kv"], "kv"],

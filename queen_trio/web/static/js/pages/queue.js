@@ -16,6 +16,7 @@ export default function queue({ main, params }) {
   const partitionsRegion = new Region();
   const groupsRegion = new Region();
   const messagesRegion = new Region();
+  const timersRegion = new Region();
   const actions = h("div", { class: "actions" });
 
   let lagByPartition = new Map();
@@ -70,7 +71,9 @@ export default function queue({ main, params }) {
     card("Consumer groups", { id: "groups", subtitle: "each group's cursor on every partition" }, groupsRegion.el),
     h("div", { class: "columns wide-first" },
       card("Newest messages", { id: "recent", actions: link(["messages"], "All messages", { queue: name }) }, messagesRegion.el),
-      card("Configuration", { id: "config" }, config.el)),
+      h("div", {},
+        card("Timers", { id: "queue-timers", actions: link(["timers", name], "All its timers") }, timersRegion.el),
+        card("Configuration", { id: "config" }, config.el))),
   );
   partitionsRegion.show(partitions.el);
   messagesRegion.show(recent.el);
@@ -149,6 +152,15 @@ export default function queue({ main, params }) {
     messagesRegion.show(recent.el);
   }
 
+  async function loadTimers() {
+    const page = await get(path("/api/v1/timers", name), { limit: 1000 });
+    const next = page.rows.map((t) => t.deliverAt).sort()[0];
+    const count = `${num(page.rows.length)}${page.truncated ? "+" : ""}`;
+    timersRegion.show(page.rows.length
+      ? h("p", { dataset: { figure: "timers" } }, `${count} pending; next due ${time(next)}`)
+      : h("p", { class: "muted", dataset: { figure: "timers" } }, "No pending timers."));
+  }
+
   return {
     title: name,
     refresh: async () => {
@@ -167,6 +179,7 @@ export default function queue({ main, params }) {
       await Promise.all([
         loadGroups().catch((error) => groupsRegion.fail(error, "Could not load its consumer groups")),
         loadMessages().catch((error) => messagesRegion.fail(error, "Could not load its messages")),
+        loadTimers().catch((error) => timersRegion.fail(error, "Could not load its timers")),
       ]);
       partitions.update(detail.partitions);
       partitionsRegion.show(partitions.el);

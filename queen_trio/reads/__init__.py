@@ -1,0 +1,1 @@
+"""Offset reads: a partition read by offset, and the partitions written since a time."""
