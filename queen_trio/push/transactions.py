@@ -158,7 +158,7 @@ def _riders(decoded: _WireTransaction) -> dict[str, Any]:
     """Each rider the body carries, parsed (the `timers` rider raw: the runner's hook parses
     it); one this broker cannot honour refuses the whole transaction."""
     for key in REFUSED:
-        if key != TIMERS and getattr(decoded, key) not in (UNSET, None, []):
+        if getattr(decoded, key) not in (UNSET, None, []):
             # The client's own reason code: its guard and once() callers see why.
             raise BadRequest("kv_bad_request", reason="riders_not_supported",
                              detail=f"transaction {key} riders are not supported by this "

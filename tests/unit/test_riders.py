@@ -3,17 +3,14 @@ are refused (push/riders.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from queen_trio.errors import BadRequest
 from queen_trio.kv.ops import KvOp, apply_order, parse_ops
 from queen_trio.push.riders import REFUSED, RIDERS
 from queen_trio.push.transactions import parse_transaction
 
 
-def test_kv_is_honoured_first_and_timers_refused_until_built() -> None:
+def test_kv_is_honoured_first_and_nothing_is_refused() -> None:
     assert list(RIDERS)[0] == "kv"
-    assert "timers" in REFUSED and "kv" not in REFUSED
+    assert REFUSED == ()
 
 
 def test_a_body_with_only_a_kv_rider_parses_and_keeps_rider_local_indexes() -> None:
@@ -25,11 +22,11 @@ def test_a_body_with_only_a_kv_rider_parses_and_keeps_rider_local_indexes() -> N
     assert [op.index for op in ops] == [0, 1] and ops[0].required
 
 
-def test_a_timers_rider_is_refused_even_beside_a_kv_rider() -> None:
-    with pytest.raises(BadRequest) as refused:
-        parse_transaction(b'{"operations": [], "kv": [{"op": "get", "ns": "a", "key": "k"}],'
-                          b' "timers": [{"op": "schedule"}]}')
-    assert refused.value.fields["reason"] == "riders_not_supported"
+def test_a_timers_rider_beside_a_kv_rider_is_kept_raw_for_the_runners_hook() -> None:
+    parsed = parse_transaction(b'{"operations": [], "kv": [{"op": "get", "ns": "a", "key": "k"}],'
+                               b' "timers": [{"op": "schedule"}]}')
+    assert list(parsed.riders) == ["kv", "timers"]
+    assert parsed.riders["timers"] == [{"op": "schedule"}]
 
 
 def test_the_apply_order_is_byte_order_with_multi_key_reads_last() -> None:
