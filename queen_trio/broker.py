@@ -7,6 +7,7 @@ accepted group is flushed, then stops the services, then closes the pool.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from . import wire
 from .consume.acks import AckLane
 from .consume.pop import Consumer
 from .consume.wakeups import NotifyListener, WakeRegistry
+from .ephemeral.service import Ephemeral
 from .ops.activity import Activity
 from .ops.maintenance import PartitionReclaimer, RetentionService
 from .ops.metrics import ProcessFigures, WorkerIdentity, cpu_seconds, rss_bytes
@@ -62,6 +64,7 @@ class Broker:
     activity: Activity
     sampler: StatsSampler
     stats_maintenance: StatsMaintenance
+    ephemeral: Ephemeral
     started: float = attrs.field(factory=time.monotonic)
 
     def figures(self) -> ProcessFigures:
@@ -95,8 +98,11 @@ class Broker:
 
 @asynccontextmanager
 async def open_broker(settings: Settings, database_url: str, *,
-                      migrate: bool = True) -> AsyncIterator[Broker]:
-    """`migrate` False: the schema is known to be current (a supervisor migrated it)."""
+                      migrate: bool = True,
+                      peer_address: str | None = None) -> AsyncIterator[Broker]:
+    """`migrate` False: the schema is known to be current (a supervisor migrated it).
+    `peer_address` (host:port): where the other broker processes reach this one's peer
+    listener (the ephemeral owner's relays); None when it has none."""
     # Before anything else: a spool directory another broker holds refuses to start.
     if settings.worker_index is None:
         # A single broker takes over what workers of an earlier supervisor left.
@@ -116,14 +122,16 @@ async def open_broker(settings: Settings, database_url: str, *,
             connect_timeout_ms=settings.db_connection_timeout_ms,
             apply_migrations=migrate,
         ) as db:
-            async with _broker_tree(settings, database_url, db, spool) as broker:
+            async with _broker_tree(settings, database_url, db, spool,
+                                    peer_address) as broker:
                 yield broker
     finally:
         with trio.CancelScope(shield=True):
             await spool.close()
 
 
-def _services(settings: Settings, database_url: str, db: Database, spool: Spool) -> Broker:
+def _services(settings: Settings, database_url: str, db: Database, spool: Spool,
+              peer_address: str | None = None) -> Broker:
     cipher = PayloadCipher(settings.encryption_key)
     wakeups = WakeRegistry()
     queues = Queues(db)
@@ -155,6 +163,10 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
         identity=identity, activity=activity,
         sampler=StatsSampler(db, identity, interval=settings.stats_interval_seconds),
         stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
+        ephemeral=Ephemeral(db, database_url,
+                            member_id=f"{identity.worker_id}/{secrets.token_hex(3)}",
+                            address=peer_address, max_bytes=settings.ephemeral_max_bytes,
+                            interval=settings.ephemeral_heartbeat_seconds),
     )
     broker.sampler.source = broker.figures
     broker.sampler.forget_queues = activity.forget_queues
@@ -163,8 +175,8 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool)
 
 @asynccontextmanager
 async def _broker_tree(settings: Settings, database_url: str, db: Database,
-                       spool: Spool) -> AsyncIterator[Broker]:
-    broker = _services(settings, database_url, db, spool)
+                       spool: Spool, peer_address: str | None = None) -> AsyncIterator[Broker]:
+    broker = _services(settings, database_url, db, spool, peer_address)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.lane.run)
         async with trio.open_nursery() as services:
@@ -175,6 +187,7 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database,
             await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)
+            await services.start(broker.ephemeral.run)
             await services.start(spool.run_replay, db, broker.queues, broker.cipher)
             try:
                 yield broker

@@ -60,3 +60,36 @@ def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
             f"cannot listen on {settings.host}:{port} ({named}, {port_named}): "
             f"{exc.strerror}") from None
     return sock
+
+
+def bind_peer(settings: Settings) -> tuple[socket.socket, str]:
+    """This process's peer listener (QUEEN_PEER_HOST, QUEEN_PEER_PORT; worker K adds K - 1)
+    and the address its peers reach it at (QUEEN_ADVERTISE_ADDRESS, else the peer host), as
+    `host:port`. The other broker processes relay ephemeral requests to it."""
+    port = settings.peer_port
+    if port and settings.worker_index is not None:
+        port += settings.worker_index - 1
+    host = settings.peer_host.strip("[]")
+    named = f"{settings.source('peer_host')}={settings.peer_host!r}"
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"{named} does not resolve: {exc.strerror}") from None
+    family, kind, proto, _, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen for peers on {settings.peer_host}:{port} ({named}, "
+                          f"{settings.source('peer_port')}): {exc.strerror}") from None
+    advertised = settings.advertise_address or host
+    if advertised in ("", "0.0.0.0", "::"):  # noqa: S104 - a bind-all host is not an address
+        advertised = socket.gethostname()
+    if ":" in advertised and not advertised.startswith("["):
+        advertised = f"[{advertised}]"
+    return sock, f"{advertised}:{sock.getsockname()[1]}"

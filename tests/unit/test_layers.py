@@ -26,14 +26,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "queues": {"storage", FOUNDATION},
     "consume": {"queues", "storage", FOUNDATION},
     "push": {"consume", "queues", "storage", FOUNDATION},
-    "ops": {"push", "consume", "queues", "storage", FOUNDATION},
-    "broker": {"ops", "push", "consume", "queues", "storage", FOUNDATION},
-    "web": {"broker", "ops", "push", "consume", "queues", "storage", FOUNDATION},
+    # Ephemeral queues: rings in RAM, their declarations and owner in PostgreSQL.
+    "ephemeral": {"storage", FOUNDATION},
+    "ops": {"ephemeral", "push", "consume", "queues", "storage", FOUNDATION},
+    "broker": {"ops", "ephemeral", "push", "consume", "queues", "storage", FOUNDATION},
+    "web": {"broker", "ops", "ephemeral", "push", "consume", "queues", "storage",
+            FOUNDATION},
     # The command line is a client of the HTTP API: it imports the foundation only (and the
     # server through DOORS).
     "cli": {FOUNDATION},
-    "entry": {"cli", "web", "broker", "ops", "push", "consume", "queues", "storage",
-              FOUNDATION},
+    "entry": {"cli", "web", "broker", "ops", "ephemeral", "push", "consume", "queues",
+              "storage", FOUNDATION},
 }
 # `queen-trio serve` and `spool retry` (which works on the data directory itself) are the
 # command line's doors into the server's code, opened inside the command's function so that
@@ -64,7 +67,7 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-FOLDERS = {"storage", "queues", "consume", "push", "ops", "web", "cli"}
+FOLDERS = {"storage", "queues", "consume", "push", "ops", "ephemeral", "web", "cli"}
 
 
 def room_of(module: str) -> str:

@@ -1,0 +1,188 @@
+"""Ephemeral queues (docs/ephemeral.md): the official client for every verb and option, raw
+HTTP for the wire and bad input, a restart, two workers and two brokers on one database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import trio
+
+from tests.support.db import db_fetchval
+from tests.support.processes import running_broker
+
+CLIENTS = Path(__file__).parent.parent / "support" / "clients"
+FAST = {"QUEEN_EPHEMERAL_HEARTBEAT_MS": "200"}
+
+
+async def run_client(*args: str) -> dict:
+    done = await trio.run_process([sys.executable, str(CLIENTS / "ephemeral_flow.py"), *args],
+                                  capture_stdout=True, capture_stderr=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-4000:]
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+async def test_every_verb_and_option_through_the_official_client(http_url, broker):
+    r = await run_client(http_url)
+    assert r["configure"]["options"]["leaseSeconds"] == 2
+    assert r["configure"]["tier"] == "declared"
+    assert r["push"] == {"pushed": 3}
+    assert r["first"] == [[{"n": 0}, 1, "Default"], [{"n": 1}, 1, "Default"],
+                          [{"n": 2}, 1, "Default"]]
+    assert [x["outcome"] for x in r["ack1"]["results"]] == ["acked", "redelivered",
+                                                           "redelivered"]
+    assert r["again"] == [[{"n": 1}, 2], [{"n": 2}, 2]]
+    # attempts 2 > retryLimit 1: dropped and counted, answered acked.
+    assert [x["outcome"] for x in r["ack2"]["results"]] == ["acked", "acked"]
+    assert r["ack_twice"]["results"][0]["outcome"] == "unknown"
+    assert r["depth"]["pending"] == 0 and r["depth"]["drops"]["retry"] == 2
+    assert r["missing"] == "ephemeral_queue_not_found"
+    assert r["woken"] == [{"hello": "world"}] and r["woken_before_timeout"]
+    assert r["fan_a"] == r["fan_b"] == [{"k": 1}, {"k": 2}]
+    assert r["fan_a_again"] == []
+    assert sorted(r["competing"]) == list(range(40))  # each once, none twice
+    assert r["lease"] == [[1], [2], []]
+    assert r["lease_late_ack"]["results"][0]["outcome"] == "unknown"
+    assert r["lease_depth"]["drops"]["retry"] == 1
+    assert r["reject"] == {"code": "queue_full", "status": 429}
+    assert r["reject_all_or_nothing"] == 2
+    assert r["drop_oldest"] == [3, 4, 5]
+    assert r["drop_depth"]["drops"]["bounds"] == 2
+    assert r["drop_bytes"] == ["cccc"]
+    assert r["ttl"] == [] and r["ttl_depth"]["drops"]["ttl"] == 1
+    assert r["window"] == [{"w": 0}, {"w": 1}, {"w": 2}]
+    assert r["buffered"] == list(range(25))
+    listed = {q["queue"]: q for q in r["queues"]["queues"]}
+    assert listed["eph.jobs"]["tier"] == "declared"
+    assert listed["eph.wake"]["tier"] == "implicit"
+    assert listed["eph.drop"]["drops"]["bounds"] == 2
+    assert r["reset"] == {"queue": "eph.work", "dropped": 0}
+    assert r["reset_missing"] == {"queue": "eph.nothing", "dropped": 0}
+    assert r["delete"]["deleted"] is True and r["delete"]["declared"] is True
+    assert r["delete_missing"]["deleted"] is False
+    # Declarations in PostgreSQL, never a message.
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.ephemeral_queues "
+                                        "WHERE queue = 'eph.drop'") == 0
+    assert await db_fetchval(broker.db, "SELECT options->>'leaseSeconds' FROM "
+                                        "queen.ephemeral_queues WHERE queue = 'eph.jobs'") == "2"
+
+
+async def test_the_wire_and_bad_input_over_raw_http(client):
+    push = await client.post("/api/v1/ephemeral/push",
+                             json={"queue": "raw", "partition": "p", "messages": [
+                                 {"payload": {"a": [1, "x"]}}, {"payload": None}, {}]})
+    assert push.status_code == 201 and push.json() == {"pushed": 3}
+    assert push.headers["content-type"] == "application/json"
+    pop = await client.get("/api/v1/ephemeral/pop", params={"queue": "raw", "batch": "5"})
+    assert pop.status_code == 200
+    body = pop.json()
+    assert body["queue"] == "raw"
+    assert [m["payload"] for m in body["messages"]] == [{"a": [1, "x"]}, None, None]
+    assert {m["partition"] for m in body["messages"]} == {"p"}
+    empty = await client.get("/api/v1/ephemeral/pop",
+                             params={"queue": "raw", "wait": "true", "timeout": "100"})
+    assert empty.status_code == 200 and empty.json()["messages"] == []
+    assert (await client.post("/api/v1/ephemeral/ack", json={"queue": "raw", "acks": [
+        {"id": "garbage"}, {"id": "1.2.cA"}]})).json()["results"] == [
+        {"id": "garbage", "outcome": "unknown"}, {"id": "1.2.cA", "outcome": "stale"}]
+
+    def bad(response: httpx.Response) -> None:
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == "ephemeral_bad_request", response.text
+
+    bad(await client.post("/api/v1/ephemeral/configure",
+                          json={"queue": "raw", "options": {"maxLenght": 3}}))
+    bad(await client.post("/api/v1/ephemeral/configure",
+                          json={"queue": "raw", "options": {"maxLength": -1}}))
+    bad(await client.post("/api/v1/ephemeral/configure",
+                          json={"queue": "raw", "options": {"maxLength": 1.5}}))
+    bad(await client.post("/api/v1/ephemeral/configure",
+                          json={"queue": "raw", "options": {"policy": "drop"}}))
+    bad(await client.post("/api/v1/ephemeral/configure",
+                          json={"queue": "raw", "options": {"windowBuffer": {"n": 1}}}))
+    bad(await client.post("/api/v1/ephemeral/configure", json={"queue": "", "options": {}}))
+    bad(await client.post("/api/v1/ephemeral/push", content=b"{not json"))
+    bad(await client.post("/api/v1/ephemeral/push", json={"queue": "a\x01b", "messages": []}))
+    bad(await client.post("/api/v1/ephemeral/push", json={"queue": "raw", "messages": 3}))
+    bad(await client.post("/api/v1/ephemeral/ack", json={"queue": "raw", "acks": [
+        {"id": "x", "status": "maybe"}]}))
+    bad(await client.get("/api/v1/ephemeral/pop", params={"queue": "raw", "batch": "0"}))
+    bad(await client.get("/api/v1/ephemeral/pop", params={"queue": "raw", "timeout": "x",
+                                                          "wait": "true"}))
+    missing = await client.get("/api/v1/ephemeral/queues/nope/depth")
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "ephemeral_queue_not_found"
+    # Nothing a refusal touched was changed.
+    assert (await client.get("/api/v1/ephemeral/queues/raw/depth")).json()["tier"] == "implicit"
+
+
+async def test_the_memory_budget_answers_503(database_url):
+    async with running_broker({"DATABASE_URL": database_url,
+                               "QUEEN_EPHEMERAL_MAX_BYTES": "2000", **FAST}) as server:
+        async with httpx.AsyncClient(base_url=server.url) as c:
+            r = await c.post("/api/v1/ephemeral/push",
+                             json={"queue": "big", "messages": [{"payload": "x" * 5000}]})
+            assert r.status_code == 503
+            assert r.json()["code"] == "ephemeral_unavailable"
+            assert r.headers["retry-after"] == "1"
+
+
+async def test_a_restart_brings_declared_queues_back_empty_and_old_ids_ack_stale(
+        database_url):
+    env = {"DATABASE_URL": database_url, **FAST}
+    async with running_broker(env) as server:
+        before = await run_client(server.url, "before")
+    async with running_broker(env) as server:
+        after = await run_client(server.url, "after", json.dumps(before["ids"]))
+    assert before["ids"]
+    assert [x["outcome"] for x in after["ack"]["results"]] == ["stale"]
+    assert after["pop"] == []
+    assert ["eph.kept", "declared", 0] in after["queues"]
+    assert after["implicit"] == "ephemeral_queue_not_found"
+
+
+async def test_two_workers_push_through_one_and_pop_through_the_other(database_url):
+    async with running_broker({"DATABASE_URL": database_url, **FAST}, workers=2) as server:
+        one, two = server.worker_urls
+        r = await run_client(one, "relay", two)
+        assert r["woken"] == [{"req": 1}]
+        assert r["ack"]["results"][0]["outcome"] == "acked"
+        assert sorted(r["competing"]) == list(range(60))
+        assert r["depth"]["pending"] == 0
+
+
+async def test_two_brokers_on_one_database_and_the_owner_killed(database_url):
+    env = {"DATABASE_URL": database_url, **FAST}
+    async with running_broker(env) as a, running_broker(env) as b:
+        r = await run_client(a.url, "relay", b.url)
+        assert sorted(r["competing"]) == list(range(60))
+        async with httpx.AsyncClient(timeout=30) as c:
+            owner = (await c.get(b.url + "/api/v1/ephemeral/queues")).json()["owner"]
+            assert owner == (await c.get(a.url + "/api/v1/ephemeral/queues")).json()["owner"]
+            owners_url = {a.url: a, b.url: b}
+            pids = {url: (await c.get(url + "/health")).json().get("pid") for url in owners_url}
+            dead, alive = (a, b) if str(pids[a.url]) in owner else (b, a)
+            await c.post(alive.url + "/api/v1/ephemeral/push",
+                         json={"queue": "eph.moved", "messages": [{"payload": 1}]})
+            held = (await c.get(alive.url + "/api/v1/ephemeral/pop",
+                                params={"queue": "eph.moved"})).json()["messages"]
+            assert len(held) == 1
+            os.kill(dead.process.pid, signal.SIGKILL)
+            dead.process.wait()
+            # The survivor takes the rings over: a new incarnation, empty; the old id is stale.
+            acked = await c.post(alive.url + "/api/v1/ephemeral/ack",
+                                 json={"queue": "eph.moved", "acks": [{"id": held[0]["id"]}]})
+            assert acked.status_code == 200
+            assert acked.json()["results"][0]["outcome"] == "stale"
+            queues = (await c.get(alive.url + "/api/v1/ephemeral/queues")).json()
+            assert queues["owner"] != owner
+            pushed = await c.post(alive.url + "/api/v1/ephemeral/push",
+                                  json={"queue": "eph.moved", "messages": [{"payload": 2}]})
+            assert pushed.status_code == 201
+            got = (await c.get(alive.url + "/api/v1/ephemeral/pop",
+                               params={"queue": "eph.moved"})).json()["messages"]
+            assert [m["payload"] for m in got] == [2]
