@@ -83,7 +83,7 @@ class Broker:
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
                       self.stats_maintenance.statistics()],
             stats_samples=sampler.samples, stats_failures=sampler.failures,
-            encryption=self.cipher.status)
+            encryption=self.cipher.status, ephemeral=self.ephemeral.statistics())
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()

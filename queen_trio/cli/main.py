@@ -17,7 +17,17 @@ from click.shell_completion import shell_complete
 
 from .. import __version__
 from ..exits import Exit
-from . import consuming, contexts, groups, manifests, probes, producing, resources, traces
+from . import (
+    consuming,
+    contexts,
+    ephemeral,
+    groups,
+    manifests,
+    probes,
+    producing,
+    resources,
+    traces,
+)
 from .completion import COMPLETE_VAR, PROG, completion
 from .connection import Flags, connection_flags
 from .failures import CliError, StdoutClosed, Terminated
@@ -80,7 +90,7 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 resources.queue, resources.partition, resources.messages, resources.dlq,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
-                spool, contexts.context, completion):
+                spool, contexts.context, ephemeral.ephemeral, completion):
     root.add_command(command)
 
 

@@ -320,11 +320,12 @@ class Ephemeral:
 
     def statistics(self) -> EphemeralStatistics:
         e = self.engine
-        per_queue = [{"queue": q.name, "depth": q.length(), "bytes": q.bytes(),
-                      "pushed": q.pushed, "popped": q.popped, "drops": dict(q.drops)}
-                     for q in e.queues.values()]
+        per_queue: list[dict[str, Any]] = [
+            {"queue": q.name, "depth": q.length(), "bytes": q.bytes(), "pushed": q.pushed,
+             "popped": q.popped, "drops": dict(q.drops)} for q in e.queues.values()]
         return EphemeralStatistics(
-            owner=self.owner, queues=len(e.queues), messages=sum(q["depth"] for q in per_queue),
+            owner=self.owner, queues=len(e.queues),
+            messages=sum(q.length() for q in e.queues.values()),
             bytes=e.total_bytes, pushed=e.pushed, popped=e.popped, acked=e.acked,
             drops=dict(e.drops), relayed=self.relayed, relay_failures=self.relay_failures,
             waiting=len(self._parked), per_queue=per_queue)

@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from .. import __version__, wire
 from ..consume.fusion import FusionStatistics
 from ..consume.wakeups import ListenerStatistics, WakeStatistics
+from ..ephemeral.service import EphemeralStatistics
 from ..push.lane import LaneStatistics
 from ..push.spool import SpoolStatistics
 from ..storage.database import Database, DatabaseStatistics
@@ -105,6 +106,7 @@ class ProcessFigures:
     stats_samples: int
     stats_failures: int
     encryption: EncryptionStatus = EncryptionStatus(False)
+    ephemeral: EphemeralStatistics | None = None
 
     @property
     def pool_active(self) -> int:
@@ -291,6 +293,8 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     g("queen_encryption_key_malformed", "1 when QUEEN_ENCRYPTION_KEY is set but cannot be used "
       "(encryption is then off: queues with encryptionEnabled store plaintext).",
       int(f.encryption.malformed))
+    if f.ephemeral is not None:
+        _ephemeral_families(f.ephemeral, g, c)
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
@@ -447,5 +451,34 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
                          "totals": dict(p.totals)} for p in f.periodic],
         "statsAge": stats_age,
         "encryption": f.encryption.to_wire(),
+        "ephemeral": None if f.ephemeral is None else {
+            "owner": f.ephemeral.owner, "queues": f.ephemeral.queues,
+            "messages": f.ephemeral.messages, "bytes": f.ephemeral.bytes,
+            "pushed": f.ephemeral.pushed, "popped": f.ephemeral.popped,
+            "acked": f.ephemeral.acked, "drops": dict(f.ephemeral.drops),
+            "relayed": f.ephemeral.relayed, "relayFailures": f.ephemeral.relay_failures,
+            "waiting": f.ephemeral.waiting},
     }
+
+
+def _ephemeral_families(e: EphemeralStatistics, g: Any, c: Any) -> None:
+    """The ephemeral queues' families: only the owner holds rings, so only its depth and
+    bytes are non-zero; every process counts what it relayed."""
+    g("queen_ephemeral_owner", "1 on the process that owns the ephemeral rings.", int(e.owner))
+    c("queen_ephemeral_relayed_total", "Ephemeral requests relayed to the owner.", e.relayed)
+    c("queen_ephemeral_relay_failures_total", "Relays that found no owner answering.",
+      e.relay_failures)
+    g("queen_ephemeral_waiting_pops", "Ephemeral pops parked here.", e.waiting)
+    for q in e.per_queue:
+        g("queen_ephemeral_depth", "Messages an ephemeral queue holds.", q["depth"],
+          queue=q["queue"])
+        g("queen_ephemeral_bytes", "Payload bytes an ephemeral queue holds.", q["bytes"],
+          queue=q["queue"])
+        c("queen_ephemeral_pushed_total", "Messages pushed to an ephemeral queue.",
+          q["pushed"], queue=q["queue"])
+        c("queen_ephemeral_popped_total", "Messages popped from an ephemeral queue.",
+          q["popped"], queue=q["queue"])
+        for reason, n in sorted(q["drops"].items()):
+            c("queen_ephemeral_dropped_total", "Messages an ephemeral queue dropped, by "
+              "reason (bounds, ttl, retry).", n, queue=q["queue"], reason=reason)
 
