@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tests.support.cli import run_cli
 from tests.support.db import db_fetchval
 from tests.support.processes import running_broker
 
@@ -185,3 +186,40 @@ async def test_two_brokers_on_one_database_and_the_owner_killed(database_url):
             got = (await c.get(alive.url + "/api/v1/ephemeral/pop",
                                params={"queue": "eph.moved"})).json()["messages"]
             assert [m["payload"] for m in got] == [2]
+
+
+async def test_the_cli_and_the_metrics(http_url, client):
+    pushed = await run_cli("--server", http_url, "ephemeral", "push", "cli.q",
+                           "--partition", "p1", stdin='{"a": 1}\n{"a": 2}\n\n')
+    assert pushed.status == 0, pushed.err
+    assert pushed.json() == {"pushed": 2}
+    listed = await run_cli("--server", http_url, "ephemeral", "list", "-o", "json")
+    assert listed.status == 0, listed.err
+    (row,) = [q for q in listed.json()["queues"] if q["queue"] == "cli.q"]
+    assert (row["depth"], row["tier"]) == (2, "implicit")
+    depth = await run_cli("--server", http_url, "ephemeral", "depth", "cli.q", "-o", "json")
+    assert depth.json()["partitions"] == [{"partition": "p1", "pending": 2, "bytes": 14}]
+    assert (await run_cli("--server", http_url, "ephemeral", "depth", "nope")).status == 4
+    popped = await run_cli("--server", http_url, "ephemeral", "pop", "cli.q", "--batch", "5",
+                           "--auto-ack")
+    assert popped.status == 0, popped.err
+    assert [m["payload"] for m in popped.lines()] == [{"a": 1}, {"a": 2}]
+    empty = await run_cli("--server", http_url, "ephemeral", "pop", "cli.q", "--wait", "0.2")
+    assert empty.status == 4 and empty.out == ""
+    bad = await run_cli("--server", http_url, "ephemeral", "push", "cli.q", stdin="{nope\n")
+    assert bad.status == 2 and "line 1" in bad.err
+
+    await client.post("/api/v1/ephemeral/configure",
+                      json={"queue": "m.q", "options": {"maxLength": 1, "policy": "dropOldest"}})
+    await client.post("/api/v1/ephemeral/push",
+                      json={"queue": "m.q", "messages": [{"payload": 1}, {"payload": 22}]})
+    text = (await client.get("/metrics/prometheus")).text
+    assert 'queen_ephemeral_depth{queue="m.q"' in text
+    assert [line for line in text.splitlines()
+            if line.startswith('queen_ephemeral_dropped_total{queue="m.q",reason="bounds"')
+            ][0].endswith(" 1.0")
+    assert [line for line in text.splitlines()
+            if line.startswith('queen_ephemeral_pushed_total{queue="m.q"')][0].endswith(" 2.0")
+    assert "queen_ephemeral_owner{" in text
+    figures = (await client.get("/metrics")).json()["ephemeral"]
+    assert figures["owner"] is True and figures["drops"]["bounds"] == 1
