@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tests.support.browser import Browser, chromium
 from tests.support.cli import run_cli
 from tests.support.db import db_fetchval
 from tests.support.processes import running_broker
@@ -223,3 +224,30 @@ async def test_the_cli_and_the_metrics(http_url, client):
     assert "queen_ephemeral_owner{" in text
     figures = (await client.get("/metrics")).json()["ephemeral"]
     assert figures["owner"] is True and figures["drops"]["bounds"] == 1
+
+
+async def test_the_dashboard_shows_each_queue_its_figures_and_the_owner(client, http_url):
+    await client.post("/api/v1/ephemeral/configure",
+                      json={"queue": "dash.feed", "options": {"maxLength": 2,
+                                                              "policy": "dropOldest"}})
+    await client.post("/api/v1/ephemeral/push", json={
+        "queue": "dash.feed", "partition": "room-7",
+        "messages": [{"payload": {"n": n}} for n in range(5)]})
+    await client.get("/api/v1/ephemeral/pop", params={"queue": "dash.feed", "group": "ui"})
+    await client.post("/api/v1/ephemeral/push",
+                      json={"queue": "dash.inbox", "messages": [{"payload": "<b>hi</b>"}]})
+    listed = (await client.get("/api/v1/ephemeral/queues")).json()
+    with chromium() as driver:
+        browser = Browser(driver)
+        await browser.start(http_url)
+        await browser.loaded("overview")
+        await browser.goto("ephemeral")
+        await browser.loaded("ephemeral")
+        assert await browser.console_errors() == []
+        feed = await browser.text("tr[data-row='dash.feed']")
+        assert feed.split()[:4] == ["dash.feed", "declared", "2", "14"]
+        assert "bounds 3" in feed
+        inbox = await browser.text("tr[data-row='dash.inbox']")
+        assert inbox.split()[:3] == ["dash.inbox", "implicit", "1"]
+        assert listed["owner"] in await browser.text("[data-key=eph-owner]")
+        await browser.screenshot("ephemeral")

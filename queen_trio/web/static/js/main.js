@@ -22,6 +22,7 @@ const ROUTES = [
   [["traces"], "traces"],
   [["traces", "message", ":partitionId", ":transactionId"], "trace"],
   [["traces", ":name"], "trace"],
+  [["ephemeral"], "ephemeral"],
   [["analytics"], "analytics"],
   [["system"], "system"],
 ];
