@@ -16,6 +16,7 @@ import base64
 import binascii
 import bisect
 import collections
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -84,9 +85,9 @@ class Ring:
         self.changed.set()
         self.changed = trio.Event()
 
-    def message_id(self, seq: int) -> str:
+    def message_id(self, seq: int, attempt: int = 1) -> str:
         name = base64.urlsafe_b64encode(self.partition.encode()).decode().rstrip("=")
-        return f"{self.incarnation:x}.{seq}.{name}"
+        return f"{self.incarnation:x}.{seq}.{attempt}.{name}"
 
 
 @attrs.define(slots=True, eq=False)
@@ -101,6 +102,8 @@ class Queue:
     changed: trio.Event = attrs.Factory(trio.Event)
     # Every group that has popped this queue: a ring keeps a message until each has passed it.
     group_names: set[str] = attrs.Factory(set)
+    # No lease of this queue ends before this (monotonic) time: the lease scan is skipped.
+    next_expiry: float = math.inf
     turn: int = 0  # where the next wildcard pop starts among the rings
 
     def length(self) -> int:
@@ -114,19 +117,21 @@ class Queue:
         self.changed = trio.Event()
 
 
-def parse_id(message_id: str) -> tuple[int, int, str] | None:
-    """(incarnation, seq, partition) of an id, or None when it is not one of ours."""
+def parse_id(message_id: str) -> tuple[int, int, int, str] | None:
+    """(incarnation, seq, delivery attempt, partition) of an id, or None when it is not one
+    of ours."""
     parts = message_id.split(".")
-    if len(parts) != 3:
+    if len(parts) != 4:
         return None
     try:
         incarnation = int(parts[0], 16)
         seq = int(parts[1])
-        padded = parts[2] + "=" * (-len(parts[2]) % 4)
+        attempt = int(parts[2])
+        padded = parts[3] + "=" * (-len(parts[3]) % 4)
         partition = base64.urlsafe_b64decode(padded.encode()).decode()
     except (ValueError, binascii.Error, UnicodeDecodeError):
         return None
-    return incarnation, seq, partition
+    return incarnation, seq, attempt, partition
 
 
 @attrs.define
@@ -137,7 +142,7 @@ class Delivered:
     payload: bytes  # taken when delivered: an autoAck may free the message at once
 
     def to_wire(self) -> bytes:
-        head = wire_json({"id": self.ring.message_id(self.seq),
+        head = wire_json({"id": self.ring.message_id(self.seq, self.attempts),
                           "partition": self.ring.partition, "attempts": self.attempts})
         # The payload is spliced in as the bytes it was stored as.
         return head[:-1] + b',"payload":' + self.payload + b"}"
@@ -293,6 +298,8 @@ class Engine:
                    *, auto_ack: bool) -> list[Delivered]:
         group = self._group(ring, group_name)
         lease_until = now + queue.options.lease_seconds
+        if not auto_ack:
+            queue.next_expiry = min(queue.next_expiry, lease_until)
         out: list[Delivered] = []
         while group.redeliver and len(out) < batch:
             seq = group.redeliver.pop(0)
@@ -329,16 +336,17 @@ class Engine:
         parsed = parse_id(message_id)
         if parsed is None:
             return "unknown"
-        incarnation, seq, partition = parsed
+        incarnation, seq, attempt, partition = parsed
         queue = self.queues.get(name)
         ring = queue.rings.get(partition) if queue is not None else None
         if queue is None or ring is None or ring.incarnation != incarnation:
             return "stale"
         self._enforce(queue, self.clock())
         group = ring.groups.get(group_name)
-        lease = group.leased.pop(seq, None) if group is not None else None
-        if group is None or lease is None:
-            return "unknown"
+        lease = group.leased.get(seq) if group is not None else None
+        if group is None or lease is None or lease[1] != attempt:
+            return "unknown"  # acked already, or its lease ended (a later delivery holds it)
+        del group.leased[seq]
         self.acked += 1
         if status == "completed":
             self._trim(queue, ring)
@@ -365,21 +373,27 @@ class Engine:
     def _enforce(self, queue: Queue, now: float) -> None:
         options = queue.options
         woke = False
-        for ring in queue.rings.values():
-            for group in ring.groups.values():
-                expired = [seq for seq, (deadline, _) in group.leased.items() if deadline <= now]
-                for seq in expired:
-                    _, attempts = group.leased.pop(seq)
-                    if attempts <= options.retry_limit and ring.at(seq) is not None:
-                        bisect.insort(group.redeliver, seq)
-                        group.attempts[seq] = attempts
-                        woke = True
-                    else:
-                        self._count_drop(queue, "retry", 1)
-                if expired:
-                    self._trim(queue, ring)
-            if woke:
-                ring.wake()
+        if now >= queue.next_expiry:
+            queue.next_expiry = math.inf
+            for ring in queue.rings.values():
+                for group in ring.groups.values():
+                    expired = [seq for seq, (deadline, _) in group.leased.items()
+                               if deadline <= now]
+                    for seq in expired:
+                        _, attempts = group.leased.pop(seq)
+                        if attempts <= options.retry_limit and ring.at(seq) is not None:
+                            bisect.insort(group.redeliver, seq)
+                            group.attempts[seq] = attempts
+                            woke = True
+                        else:
+                            self._count_drop(queue, "retry", 1)
+                    if expired:
+                        self._trim(queue, ring)
+                    if group.leased:
+                        queue.next_expiry = min(queue.next_expiry,
+                                                min(d for d, _ in group.leased.values()))
+                if woke:
+                    ring.wake()
         if options.ttl_seconds:
             cut = now - options.ttl_seconds
             for ring in queue.rings.values():

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tests.support.auth import SECRET, bearer, token
 from tests.support.browser import Browser, chromium
 from tests.support.cli import run_cli
 from tests.support.db import db_fetchval
@@ -89,8 +90,8 @@ async def test_the_wire_and_bad_input_over_raw_http(client):
                              params={"queue": "raw", "wait": "true", "timeout": "100"})
     assert empty.status_code == 200 and empty.json()["messages"] == []
     assert (await client.post("/api/v1/ephemeral/ack", json={"queue": "raw", "acks": [
-        {"id": "garbage"}, {"id": "1.2.cA"}]})).json()["results"] == [
-        {"id": "garbage", "outcome": "unknown"}, {"id": "1.2.cA", "outcome": "stale"}]
+        {"id": "garbage"}, {"id": "1.2.1.cA"}]})).json()["results"] == [
+        {"id": "garbage", "outcome": "unknown"}, {"id": "1.2.1.cA", "outcome": "stale"}]
 
     def bad(response: httpx.Response) -> None:
         assert response.status_code == 400, response.text
@@ -263,3 +264,30 @@ async def test_a_conflating_pop_is_refused_before_it_claims_anything(client):
     assert refused.json()["code"] == "not_implemented"
     got = await client.get("/api/v1/pop/queue/prices", params={"consumerGroup": "ui"})
     assert [m["data"] for m in got.json()["messages"]] == [1]
+
+
+async def test_a_relay_carries_the_callers_token_and_only_members_may_relay(database_url):
+    env = {"DATABASE_URL": database_url, "JWT_ENABLED": "true", "JWT_SECRET": SECRET, **FAST}
+    writer, reader = bearer(token(role="read-write")), bearer(token(role="read-only"))
+    async with running_broker(env) as a, running_broker(env) as b, \
+            httpx.AsyncClient(timeout=30) as c:
+        owner = (await c.get(a.url + "/api/v1/ephemeral/queues", headers=reader)).json()
+        a_id = (await c.get(a.url + "/health")).json()["worker_id"]
+        owning, other = (a, b) if owner["owner"].startswith(a_id + "/") else (b, a)
+        # Through the process that does not own: relayed with the caller's token, which
+        # the owner checks again.
+        pushed = await c.post(other.url + "/api/v1/ephemeral/push", headers=writer,
+                              json={"queue": "auth.q", "messages": [{"payload": 1}]})
+        assert pushed.status_code == 201, pushed.text
+        assert (await c.post(other.url + "/api/v1/ephemeral/push", headers=reader, json={
+            "queue": "auth.q", "messages": []})).status_code == 403
+        assert (await c.get(other.url + "/api/v1/ephemeral/queues")).status_code == 401
+        depth = await c.get(other.url + "/api/v1/ephemeral/queues/auth.q/depth", headers=reader)
+        assert depth.json()["pending"] == 1
+        # A request that claims to be a relay without a member's secret is refused.
+        forged = await c.post(owning.url + "/api/v1/ephemeral/reset", headers={
+            **writer, "x-queen-ephemeral-peer": "someone 0123"}, json={"queue": "auth.q"})
+        assert forged.status_code == 403
+        assert forged.json()["code"] == "ephemeral_forbidden"
+        assert (await c.get(owning.url + "/api/v1/ephemeral/queues/auth.q/depth",
+                            headers=reader)).json()["pending"] == 1
