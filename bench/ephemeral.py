@@ -138,15 +138,16 @@ async def round_trips(kind: str, client_kind: str, requester_url: str, responder
 
     async def responder() -> None:
         async with client(client_kind, responder_url) as c:
+            # Never cancelled mid-request (a raw connection would keep a stale reply): each
+            # long poll ends within its own 500 ms.
             while not done.is_set():
-                with trio.move_on_after(1):
-                    status, body = await c.request("GET", pop_path(kind, requests, 10,
-                                                                   wait_ms=500))
-                    if popped(kind, status, body):
-                        for m in json.loads(body)["messages"]:
-                            payload = m.get("payload", m.get("data"))
-                            path, reply = push_request(kind, replies, [payload])
-                            await c.request("POST", path, reply)
+                status, body = await c.request("GET", pop_path(kind, requests, 10,
+                                                               wait_ms=500))
+                if popped(kind, status, body):
+                    for m in json.loads(body)["messages"]:
+                        payload = m.get("payload", m.get("data"))
+                        path, reply = push_request(kind, replies, [payload])
+                        await c.request("POST", path, reply)
 
     async def requester() -> None:
         async with client(client_kind, requester_url) as c, \

@@ -9,7 +9,6 @@ import math
 from typing import Any
 
 import attrs
-import httpx
 import trio
 
 from .. import wire
@@ -19,6 +18,7 @@ from ..storage.sql import Q
 from .engine import DEFAULT_PARTITION, DROP_REASONS, Delivered, Engine
 from .options import Options, bad_request, parse_options
 from .owner import LOCK_KEY, OwnerInfo, Ownership
+from .peers import PeerPool, PeerUnreachable
 
 log = logging.getLogger("queen_trio.ephemeral")
 
@@ -80,7 +80,7 @@ class Ephemeral:
                                    on_gain=self._gained, on_loss=self._lost)
         self._owner: OwnerInfo | None = None
         self._members: dict[str, str] = {}
-        self._client: httpx.AsyncClient | None = None
+        self._peers = PeerPool()
         self._stopping = False
         self._parked: set[trio.CancelScope] = set()
         self.relayed = 0
@@ -90,17 +90,15 @@ class Ephemeral:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        async with httpx.AsyncClient(timeout=RELAY_TIMEOUT_SECONDS) as client:
-            self._client = client
-            try:
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.ownership.run)
-                    nursery.start_soon(self._sweep)
-                    task_status.started()
-            finally:
-                self._client = None
-                await self.ownership.leave(lambda: self.db.execute(
-                    Q.ephemeral_leave, member_id=self.ownership.member_id))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.ownership.run)
+                nursery.start_soon(self._sweep)
+                task_status.started()
+        finally:
+            await self._peers.aclose()
+            await self.ownership.leave(lambda: self.db.execute(
+                Q.ephemeral_leave, member_id=self.ownership.member_id))
 
     async def _sweep(self) -> None:
         while True:
@@ -156,7 +154,6 @@ class Ephemeral:
                     body: bytes, *, wait_seconds: float = 0.0) -> Relayed:
         """The request, answered by the owner. One retry after the owner changed; 503 when no
         owner can be reached."""
-        assert self._client is not None, "the ephemeral service is not running"
         sent = {k.decode(): v.decode("latin-1") for k, v in headers.items()
                 if k in RELAYED_HEADERS}
         sent[PEER_HEADER.decode()] = f"{self.ownership.member_id} {self.ownership.secret}"
@@ -176,10 +173,9 @@ class Ephemeral:
                 raise Unavailable("the ephemeral owner has no address its peers can reach "
                                   "(QUEEN_ADVERTISE_ADDRESS)", "owner_unreachable")
             try:
-                response = await self._client.request(
-                    method, f"http://{info.address}{path_and_query}", headers=sent,
-                    content=body, timeout=timeout)
-            except httpx.TransportError:
+                response = await self._peers.request(info.address, method, path_and_query,
+                                                     sent, body, within=timeout)
+            except PeerUnreachable:
                 self.relay_failures += 1
                 self._owner = None
                 self.ownership.poke()
@@ -188,12 +184,12 @@ class Ephemeral:
                 if self.owner:
                     return Relayed(0, b"", None)
                 continue
-            if response.status_code == 503 and b"owner_moved" in response.content:
+            if response.status == 503 and b"owner_moved" in response.body:
                 self._owner = None
                 continue
             self.relayed += 1
-            return Relayed(response.status_code, response.content,
-                           response.headers.get("retry-after", "").encode() or None)
+            return Relayed(response.status, response.body,
+                           response.headers.get(b"retry-after"))
         raise Unavailable("no process owns the ephemeral queues right now; retry",
                           "no_owner")
 
