@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import builtins
 import collections
+import functools
 import math
 import secrets
 import time
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import msgspec
 import trio
 
 from .. import wire
@@ -64,7 +67,7 @@ class Group:
         return max(ring.next_seq - max(self.cursor, ring.base), 0) + len(self.redeliver)
 
 
-@attrs.define(slots=True, eq=False)
+@attrs.define(slots=False, eq=False)
 class Ring:
     partition: str
     incarnation: int = attrs.Factory(lambda: secrets.randbits(63))
@@ -85,9 +88,18 @@ class Ring:
         self.changed.set()
         self.changed = trio.Event()
 
-    def message_id(self, seq: int, attempt: int = 1) -> str:
+    @functools.cached_property
+    def _id_parts(self) -> tuple[str, str]:
         name = base64.urlsafe_b64encode(self.partition.encode()).decode().rstrip("=")
-        return f"{self.incarnation:x}.{seq}.{attempt}.{name}"
+        return f"{self.incarnation:x}.", f".{name}"
+
+    @functools.cached_property
+    def partition_json(self) -> builtins.bytes:
+        return wire_json(self.partition)
+
+    def message_id(self, seq: int, attempt: int = 1) -> str:
+        head, tail = self._id_parts
+        return f"{head}{seq}.{attempt}{tail}"
 
 
 @attrs.define(slots=True, eq=False)
@@ -142,15 +154,14 @@ class Delivered:
     payload: bytes  # taken when delivered: an autoAck may free the message at once
 
     def to_wire(self) -> bytes:
-        head = wire_json({"id": self.ring.message_id(self.seq, self.attempts),
-                          "partition": self.ring.partition, "attempts": self.attempts})
-        # The payload is spliced in as the bytes it was stored as.
-        return head[:-1] + b',"payload":' + self.payload + b"}"
+        # The id is ASCII (hex, digits, base64url); the payload is spliced in as the bytes it
+        # was stored as.
+        return b"".join((b'{"id":"', self.ring.message_id(self.seq, self.attempts).encode(),
+                         b'","partition":', self.ring.partition_json, b',"attempts":',
+                         str(self.attempts).encode(), b',"payload":', self.payload, b"}"))
 
 
 def wire_json(value: Any) -> bytes:
-    import msgspec
-
     return msgspec.json.encode(value)
 
 
