@@ -72,7 +72,17 @@ class Ownership:
             try:
                 conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(
                     self.url, server_settings={"application_name": "queen-trio-ephemeral"})
+                # A session that ends has let the lock go: say so now, not at the next beat.
+                lost = trio.Event()
+
+                def ended(_conn: object, lost: trio.Event = lost) -> None:
+                    lost.set()
+                    self.poke()
+
+                conn.add_termination_listener(ended)
                 while True:
+                    if lost.is_set():
+                        raise ConnectionError("the membership session ended")
                     await self._beat_once(conn)
                     if not started:
                         task_status.started()
@@ -80,6 +90,8 @@ class Ownership:
                     with trio.move_on_after(self.interval):
                         await self._poke.wait()
                     self._poke = trio.Event()
+                    if lost.is_set():
+                        raise ConnectionError("the membership session ended")
             except Exception as exc:
                 log.log(logging.DEBUG if started else logging.WARNING,
                         "ephemeral membership session unavailable", extra={"error": str(exc)})

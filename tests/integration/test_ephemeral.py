@@ -291,3 +291,28 @@ async def test_a_relay_carries_the_callers_token_and_only_members_may_relay(data
         assert forged.json()["code"] == "ephemeral_forbidden"
         assert (await c.get(owning.url + "/api/v1/ephemeral/queues/auth.q/depth",
                             headers=reader)).json()["pending"] == 1
+
+
+async def test_an_owner_whose_session_ends_drops_its_rings_and_comes_back_new(broker, client):
+    # The lock went with the session: whoever takes it next (here the same process, at its
+    # next try) owns a new incarnation, and ids of the old one are stale.
+    await client.post("/api/v1/ephemeral/configure", json={"queue": "s.q", "options": {}})
+    await client.post("/api/v1/ephemeral/push", json={"queue": "s.q", "messages": [{}]})
+    (held,) = (await client.get("/api/v1/ephemeral/pop", params={"queue": "s.q"})).json()[
+        "messages"]
+    before = (await client.get("/api/v1/ephemeral/queues")).json()["incarnation"]
+    assert await db_fetchval(broker.db, "SELECT count(pg_terminate_backend(pid)) FROM "
+                             "pg_stat_activity WHERE application_name = "
+                             "'queen-trio-ephemeral'") == 1
+    with trio.fail_after(30):
+        while True:
+            listed = (await client.get("/api/v1/ephemeral/queues")).json()
+            if listed["incarnation"] not in ("", before) and broker.ephemeral.owner:
+                break
+            await trio.sleep(0.1)
+    assert broker.ephemeral.ownership.losses == 1
+    assert [(q["queue"], q["tier"], q["depth"]) for q in listed["queues"]] == [
+        ("s.q", "declared", 0)]
+    acked = await client.post("/api/v1/ephemeral/ack",
+                              json={"queue": "s.q", "acks": [{"id": held["id"]}]})
+    assert acked.json()["results"][0]["outcome"] == "stale"
