@@ -302,7 +302,8 @@ class Ephemeral:
         listed = [self.engine.describe(q) for q in sorted(self.engine.queues.values(),
                                                            key=lambda q: q.name)]
         return {"queues": listed, "count": len(listed), "cellBytes": 96,
-                "owner": self.ownership.member_id, "incarnation": self.ownership.incarnation,
+                "owner": self.ownership.member_id, "ownerAddress": self.ownership.address,
+                "incarnation": self.ownership.incarnation,
                 "budget": {"maxBytes": self.engine.max_bytes,
                            "usedBytes": self.engine.total_bytes}}
 

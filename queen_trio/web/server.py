@@ -46,6 +46,7 @@ from .auth import Authenticator
 from .connections import ConnectionGate
 from .connections import serve as serve_connections
 from .listen import BACKLOG, bind_listener, bind_peer, bind_worker_ports
+from .peer import PeerGuard
 from .routes import create_app
 
 log = logging.getLogger("queen_trio.server")
@@ -166,7 +167,8 @@ async def serve_app(settings: Settings, database_url: str | None, auth: Authenti
                            peer_address=peer_address) as broker:
         app = create_app(broker, auth)
         gate.attach(app)
-        await serve_http(app, config, gate, stop, broker, task_status=task_status)
+        guarded = PeerGuard(app, int(peer_address.rsplit(":", 1)[1]))
+        await serve_http(guarded, config, gate, stop, broker, task_status=task_status)
 
 
 @asynccontextmanager

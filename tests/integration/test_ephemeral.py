@@ -164,7 +164,14 @@ async def test_two_brokers_on_one_database_and_the_owner_killed(database_url):
         r = await run_client(a.url, "relay", b.url)
         assert sorted(r["competing"]) == list(range(60))
         async with httpx.AsyncClient(timeout=30) as c:
-            owner = (await c.get(b.url + "/api/v1/ephemeral/queues")).json()["owner"]
+            listed = (await c.get(b.url + "/api/v1/ephemeral/queues")).json()
+            owner = listed["owner"]
+            # The owner's peer listener: the ephemeral routes and /health only.
+            peer = "http://" + listed["ownerAddress"]
+            assert (await c.get(peer + "/api/v1/ephemeral/queues")).status_code == 200
+            assert (await c.get(peer + "/health")).status_code == 200
+            refused = await c.get(peer + "/api/v1/resources/queues")
+            assert refused.status_code == 404 and "peer listener" in refused.json()["error"]
             assert owner == (await c.get(a.url + "/api/v1/ephemeral/queues")).json()["owner"]
             a_id = (await c.get(a.url + "/health")).json()["worker_id"]
             dead, alive = (a, b) if owner.startswith(a_id + "/") else (b, a)
