@@ -156,6 +156,32 @@ async def test_two_workers_push_through_one_and_pop_through_the_other(database_u
         assert r["ack"]["results"][0]["outcome"] == "acked"
         assert sorted(r["competing"]) == list(range(60))
         assert r["depth"]["pending"] == 0
+        # SIGKILL the owning worker: the other takes the rings over, a new incarnation.
+        async with httpx.AsyncClient(timeout=30) as c:
+            owner = (await c.get(one + "/api/v1/ephemeral/queues")).json()["owner"]
+            pid = int(owner.split("/")[0].rsplit(":", 1)[1])
+            assert pid in server.worker_pids()
+            await c.post(one + "/api/v1/ephemeral/push",
+                         json={"queue": "eph.k", "messages": [{"payload": 1}]})
+            (held,) = (await c.get(two + "/api/v1/ephemeral/pop",
+                                   params={"queue": "eph.k"})).json()["messages"]
+            ids = {url: (await c.get(url + "/health")).json()["worker_id"] for url in (one, two)}
+            survivor = two if owner.startswith(ids[one] + "/") else one
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(30):
+                while True:
+                    try:
+                        now = (await c.get(survivor + "/api/v1/ephemeral/queues")).json()
+                    except httpx.TransportError:
+                        now = {"owner": owner}
+                    if now["owner"] != owner:
+                        break
+                    await trio.sleep(0.1)
+            acked = await c.post(survivor + "/api/v1/ephemeral/ack",
+                                 json={"queue": "eph.k", "acks": [{"id": held["id"]}]})
+            assert acked.json()["results"][0]["outcome"] == "stale"
+            assert (await c.get(survivor + "/api/v1/ephemeral/pop",
+                                params={"queue": "eph.k"})).json()["messages"] == []
 
 
 async def test_two_brokers_on_one_database_and_the_owner_killed(database_url):
