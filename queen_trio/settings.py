@@ -791,9 +791,9 @@ class Settings:
 
     @property
     def embedded_max_connections(self) -> int:
-        """The embedded cluster's max_connections: every worker's pool and LISTEN connection,
-        and a reserve; at least PostgreSQL's default."""
-        return max(self.workers * (self.pool_per_worker + 1) + RESERVED_CONNECTIONS,
+        """The embedded cluster's max_connections: every worker's pool, LISTEN connection and
+        ephemeral membership session, and a reserve; at least PostgreSQL's default."""
+        return max(self.workers * (self.pool_per_worker + 2) + RESERVED_CONNECTIONS,
                    MIN_EMBEDDED_CONNECTIONS)
 
     def check(self) -> None:
