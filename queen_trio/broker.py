@@ -21,7 +21,9 @@ from .consume.acks import AckLane
 from .consume.pop import Consumer
 from .consume.wakeups import NotifyListener, WakeRegistry
 from .ephemeral.service import Ephemeral
+from .kv.store import KvStore
 from .ops.activity import Activity
+from .ops.kv_sweep import KvSweeper
 from .ops.maintenance import PartitionReclaimer, RetentionService
 from .ops.metrics import ProcessFigures, WorkerIdentity, cpu_seconds, rss_bytes
 from .ops.stats import StatsMaintenance, StatsSampler
@@ -65,6 +67,8 @@ class Broker:
     sampler: StatsSampler
     stats_maintenance: StatsMaintenance
     ephemeral: Ephemeral
+    kv: KvStore
+    kv_sweeper: KvSweeper
     started: float = attrs.field(factory=time.monotonic)
 
     def figures(self) -> ProcessFigures:
@@ -81,9 +85,10 @@ class Broker:
             acks=self.ack_lane.statistics(), wakeups=self.wakeups.statistics(),
             listener=self.listener.statistics(),
             periodic=[self.reclaimer.statistics(), self.retention.statistics(),
-                      self.stats_maintenance.statistics()],
+                      self.stats_maintenance.statistics(), self.kv_sweeper.statistics()],
             stats_samples=sampler.samples, stats_failures=sampler.failures,
-            encryption=self.cipher.status, ephemeral=self.ephemeral.statistics())
+            encryption=self.cipher.status, kv=self.kv.statistics(),
+            ephemeral=self.ephemeral.statistics())
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()
@@ -121,8 +126,13 @@ async def open_broker(settings: Settings, database_url: str, *,
             lock_timeout_ms=settings.db_lock_timeout_ms,
             connect_timeout_ms=settings.db_connection_timeout_ms,
             apply_migrations=migrate,
-        ) as db:
-            async with _broker_tree(settings, database_url, db, spool,
+        ) as db, db.sibling(
+            pool_size=settings.kv_pool_size,
+            statement_timeout_ms=settings.kv_statement_timeout_ms,
+            lock_timeout_ms=min(settings.db_lock_timeout_ms, settings.kv_statement_timeout_ms),
+            connect_timeout_ms=settings.db_connection_timeout_ms, name="kv",
+        ) as kv_db:
+            async with _broker_tree(settings, database_url, db, kv_db, spool,
                                     peer_address) as broker:
                 yield broker
     finally:
@@ -130,8 +140,8 @@ async def open_broker(settings: Settings, database_url: str, *,
             await spool.close()
 
 
-def _services(settings: Settings, database_url: str, db: Database, spool: Spool,
-              peer_address: str | None = None) -> Broker:
+def _services(settings: Settings, database_url: str, db: Database, kv_db: Database,
+              spool: Spool, peer_address: str | None = None) -> Broker:
     cipher = PayloadCipher(settings.encryption_key)
     wakeups = WakeRegistry()
     queues = Queues(db)
@@ -148,6 +158,9 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool,
     publisher = Publisher(lane, queues, cipher, spool,
                           max_pending_bytes=settings.max_pending_bytes)
     identity = WorkerIdentity.of_this_process(settings.worker_id, settings.worker_index)
+    # KV and locks on a pool of their own, behind a first-come-first-served gate.
+    kv = KvStore(kv_db, gate_size=settings.kv_pool_size,
+                 gate_timeout=settings.db_connection_timeout_ms / 1000)
     broker = Broker(
         settings=settings, db=db, cipher=cipher, queues=queues, wakeups=wakeups,
         listener=NotifyListener(wakeups, database_url), lane=lane, spool=spool,
@@ -167,6 +180,7 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool,
                             member_id=f"{identity.worker_id}/{secrets.token_hex(3)}",
                             address=peer_address, max_bytes=settings.ephemeral_max_bytes,
                             interval=settings.ephemeral_heartbeat_seconds),
+        kv=kv, kv_sweeper=KvSweeper(kv, interval=settings.kv_sweep_interval_seconds),
     )
     broker.sampler.source = broker.figures
     broker.sampler.forget_queues = activity.forget_queues
@@ -174,15 +188,16 @@ def _services(settings: Settings, database_url: str, db: Database, spool: Spool,
 
 
 @asynccontextmanager
-async def _broker_tree(settings: Settings, database_url: str, db: Database,
+async def _broker_tree(settings: Settings, database_url: str, db: Database, kv_db: Database,
                        spool: Spool, peer_address: str | None = None) -> AsyncIterator[Broker]:
-    broker = _services(settings, database_url, db, spool, peer_address)
+    broker = _services(settings, database_url, db, kv_db, spool, peer_address)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.lane.run)
         async with trio.open_nursery() as services:
             await services.start(broker.reclaimer.run)
             await services.start(broker.retention.run)
             await services.start(broker.stats_maintenance.run)
+            await services.start(broker.kv_sweeper.run)
             await services.start(broker.sampler.run)
             await services.start(broker.listener.run)
             await services.start(broker.ack_lane.run)

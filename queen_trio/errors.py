@@ -48,6 +48,15 @@ class Overloaded(QueenError):
         super().__init__(f"broker overloaded: {what}")
 
 
+class Unavailable(QueenError):
+    """Not now, certainly nothing done: a 503 with Retry-After, the message as given (the KV
+    and lock routes' `kv_unavailable`)."""
+
+
+class TooLarge(QueenError):
+    """A part of the request is over its size limit: a 413."""
+
+
 class SchemaError(QueenError):
     """The database's schema is one this broker cannot serve (older than it upgrades, or
     migrated by a newer broker); the message names the version and the way out."""

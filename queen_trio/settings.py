@@ -561,6 +561,21 @@ class Settings:
     db_connection_timeout_ms: int = setting(
         2_000, env="DB_CONNECTION_TIMEOUT",
         doc="timeout for opening a pool connection, in ms")
+    # KV and locks (docs/kv-and-locks.md).
+    kv_pool_size: int = setting(
+        4, env="QUEEN_KV_POOL_SIZE", check=at_least(1),
+        doc="connections of each worker's KV pool, which serves `/api/v1/kv`, `/api/v1/locks` "
+            "and the KV pages, apart from the message path's pool; calls beyond it wait their "
+            "turn first come, first served, and answer 503 `kv_unavailable` after "
+            "`DB_CONNECTION_TIMEOUT`")
+    kv_statement_timeout_ms: int = setting(
+        5_000, env="QUEEN_KV_STATEMENT_TIMEOUT", check=POSITIVE,
+        doc="`statement_timeout` of the KV pool, in ms: well under the clients' 30 s, so a KV "
+            "call never times out on the client while it commits on the broker")
+    kv_sweep_interval_seconds: float = setting(
+        10.0, env="QUEEN_KV_SWEEP_INTERVAL", check=POSITIVE,
+        doc="seconds between passes of the KV expiry sweeper (elected: one broker at a time); "
+            "correctness never depends on it, an expired key is absent either way")
     # The push lane.
     fusion_hold_ms: float = setting(
         3.0, env="QUEEN_V2_FUSION_HOLD_MS", check=POSITIVE,
@@ -618,8 +633,9 @@ class Settings:
         (), env="QUEEN_CORS_ORIGINS", parse=parse_origins, shown="unset: no origin",
         doc="web origins whose pages may call the API from a browser, comma-separated "
             "(`https://app.example.com,http://localhost:3000`), or `*` for any. Only they get "
-            "the CORS headers and an `OPTIONS` answer that allows them; the dashboard is "
-            "same-origin and needs none")
+            "the CORS headers and an `OPTIONS` answer that allows them; a browser's request "
+            "from any other origin is refused (403). The dashboard is same-origin and needs "
+            "none")
     encryption_key: str | None = setting(
         None, env="QUEEN_ENCRYPTION_KEY",
         doc="AES-256-GCM key, 64 hex characters. A malformed key logs one warning at start; a "
@@ -791,9 +807,10 @@ class Settings:
 
     @property
     def embedded_max_connections(self) -> int:
-        """The embedded cluster's max_connections: every worker's pool, LISTEN connection and
+        """The embedded cluster's max_connections: every worker's pools, LISTEN connection and
         ephemeral membership session, and a reserve; at least PostgreSQL's default."""
-        return max(self.workers * (self.pool_per_worker + 2) + RESERVED_CONNECTIONS,
+        return max(self.workers * (self.pool_per_worker + self.kv_pool_size + 2)
+                   + RESERVED_CONNECTIONS,
                    MIN_EMBEDDED_CONNECTIONS)
 
     def check(self) -> None:

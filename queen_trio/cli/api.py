@@ -106,11 +106,17 @@ def check(response: httpx.Response) -> None:
 
 def error_text(response: httpx.Response) -> str:
     try:
-        reason = response.json().get("error")
+        body = response.json()
+        reason = body.get("error")
+        # The KV and lock routes' envelope: a code, a stable reason id, and prose.
+        more = [body[k] for k in ("reason", "detail")
+                if isinstance(body.get(k), str) and body[k] and body[k] != reason]
     except (ValueError, AttributeError):
-        reason = None
+        reason, more = None, []
     if not isinstance(reason, str) or not reason:
         reason = response.reason_phrase or "error"
+    if more:
+        reason = f"{reason}: {': '.join(more)}"
     return " ".join(reason.split())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -80,8 +81,9 @@ def describe(connection: Connection, out: Output, name: str) -> None:
 
 
 def seek(api: Api, group_name: str, queue_name: str, to: str,
-         partition: str | None) -> tuple[Row, str]:
-    """Move the group's cursors on the queue; the reply and the target in words."""
+         partition: str | None) -> tuple[Row, str, int]:
+    """Move the group's cursors on the queue; the reply, the target in words and how many
+    partitions moved."""
     if to.strip().lower() == "end":
         body: dict[str, Any] = {"toEnd": True}
         target = "the end"
@@ -91,10 +93,19 @@ def seek(api: Api, group_name: str, queue_name: str, to: str,
     path = f"/api/v1/consumer-groups/{segment(group_name)}/queues/{segment(queue_name)}"
     if partition is not None:
         path += f"/partitions/{segment(partition)}"
-    return api.post(f"{path}/seek", body), target
+    reply = api.post(f"{path}/seek", body)
+    return reply, target, reply.get("partitionsUpdated", int(bool(reply.get("updated"))))
 
 
-TO_HELP = ("'15m ago', an ISO timestamp (UTC unless it says otherwise), 'beginning' or 'end'")
+def seek_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--to and --partition, the output and connection options: `group seek` and `replay`."""
+    for option in (connection_options(), output_options,
+                   click.option("--partition", help="this partition only"),
+                   click.option("--to", required=True, help=(
+                       "'15m ago', an ISO timestamp (UTC unless it says otherwise), "
+                       "'beginning' or 'end'"))):
+        command = option(command)
+    return command
 
 
 @group.command("seek", epilog=examples(
@@ -103,16 +114,12 @@ TO_HELP = ("'15m ago', an ISO timestamp (UTC unless it says otherwise), 'beginni
     "queen-trio group seek billing orders --to 2026-12-01T07:00:00Z --partition p1"))
 @click.argument("name")
 @click.argument("queue_name", metavar="QUEUE")
-@click.option("--to", required=True, help=TO_HELP)
-@click.option("--partition", help="this partition only")
-@output_options
-@connection_options()
+@seek_options
 def seek_command(connection: Connection, out: Output, name: str, queue_name: str, to: str,
                  partition: str | None) -> None:
     """Move a group's cursors on QUEUE to a time (messages after it are delivered again) or
     to the end (skip everything). Prints the absolute UTC time it sent."""
-    reply, target = seek(Api(connection), name, queue_name, to, partition)
-    moved = reply.get("partitionsUpdated", int(bool(reply.get("updated"))))
+    reply, target, moved = seek(Api(connection), name, queue_name, to, partition)
     out.say(f"group {name} on {queue_name}: moved to {target}; {moved} partitions moved",
             reply, name)
 
@@ -151,16 +158,12 @@ def delete(connection: Connection, out: Output, name: str, queue_name: str | Non
     "queen-trio replay orders --group billing --to end  # skip the backlog"))
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--group", "group_name", required=True, help="the consumer group to rewind")
-@click.option("--to", required=True, help=TO_HELP)
-@click.option("--partition", help="this partition only")
-@output_options
-@connection_options()
+@seek_options
 def replay(connection: Connection, out: Output, queue_name: str, group_name: str, to: str,
            partition: str | None) -> None:
     """Rewind (or fast-forward) a group on QUEUE: `group seek`, printing the absolute UTC
     time it sent. The group's leases there are released."""
-    reply, target = seek(Api(connection), group_name, queue_name, to, partition)
-    moved = reply.get("partitionsUpdated", int(bool(reply.get("updated"))))
+    reply, target, moved = seek(Api(connection), group_name, queue_name, to, partition)
     out.say(f"replaying {queue_name} for {group_name} from {target} ({moved} partitions "
             "moved)" if target != "the end" else
             f"{group_name} on {queue_name} skipped to the end ({moved} partitions moved)",

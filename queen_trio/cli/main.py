@@ -20,6 +20,7 @@ from ..exits import Exit
 from . import (
     consuming,
     contexts,
+    coordination,
     ephemeral,
     groups,
     manifests,
@@ -90,7 +91,8 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 resources.queue, resources.partition, resources.messages, resources.dlq,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
-                spool, contexts.context, ephemeral.ephemeral, completion):
+                coordination.kv, coordination.locks, spool, contexts.context,
+                ephemeral.ephemeral, completion):
     root.add_command(command)
 
 

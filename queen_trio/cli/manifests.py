@@ -186,7 +186,8 @@ class Applier:
         if response.status_code == 404:
             return None
         check(response)
-        return response.json()["queue"]
+        queue: dict[str, Any] = response.json()["queue"]  # the broker's reply (docs/api.md)
+        return queue
 
     def _configure(self, name: str, options: dict[str, Any], identity: dict[str, Any]) -> None:
         reply = self.api.post("/api/v1/configure", {"queue": name, "options": options,

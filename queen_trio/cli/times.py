@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import TYPE_CHECKING
 
 import click
 
@@ -40,10 +41,18 @@ def iso(value: dt.datetime) -> str:
     return text.replace("+00:00", "Z")
 
 
-class TimeParam(click.ParamType):
+if TYPE_CHECKING:
+    # Generic in the click that mypy reads; not subscriptable at run time in every click>=8.2.
+    _TimeParamBase = click.ParamType[dt.datetime, "str | dt.datetime"]
+else:
+    _TimeParamBase = click.ParamType
+
+
+class TimeParam(_TimeParamBase):
     name = "TIME"
 
-    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+    def convert(self, value: str | dt.datetime, param: click.Parameter | None,
+                ctx: click.Context | None) -> dt.datetime:
         if isinstance(value, dt.datetime):
             return value
         return parse_time(value)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
+import asyncpg
 import attrs
 import trio
 
@@ -66,11 +68,58 @@ def parse_single_ack(body: Any) -> tuple[str, Ack]:
     return wire.consumer_group(wire.require_object(body).get("consumerGroup")), parse_ack(body)
 
 
+@attrs.define
+class AckRow:
+    """One row of `queen.ack_batch` (functions/ack_batch.sql): an ack's outcome (its 1-based
+    `item_no`), or, with `released`, a queue whose lease was released with messages pending.
+    Not frozen: read once per ack, and a frozen class costs twice as much to build."""
+
+    item_no: int | None
+    success: bool | None
+    error: str | None
+    queue_name: str | None  # None: an ack naming a partition that does not exist
+    partition_name: str | None
+    lease_released: bool | None
+    dlq: bool | None
+    released: bool
+
+    @classmethod
+    def from_record(cls, row: asyncpg.Record) -> AckRow:
+        return cls(item_no=row["item_no"], success=row["success"], error=row["error"],
+                   queue_name=row["queue_name"], partition_name=row["partition_name"],
+                   lease_released=row["lease_released"], dlq=row["dlq"],
+                   released=bool(row["released"]))
+
+
+class AckResult(TypedDict):
+    """One ack's entry in the reply of /ack and /ack/batch."""
+
+    index: int
+    transactionId: str
+    success: bool | None
+    error: str | None
+    queueName: str | None
+    partitionName: str | None
+    leaseReleased: bool | None
+    dlq: bool | None
+
+
+class LeaseReply(TypedDict):
+    """The reply of POST /api/v1/lease/:leaseId/extend."""
+
+    leaseId: str
+    success: bool
+    renewed: int
+    newExpiresAt: str | None
+    expiresAt: str | None
+    error: str | None
+
+
 @attrs.define(eq=False)
 class _AckRequest(Fusable):
     group: str
     acks: list[Ack]
-    results: list[dict[str, Any]] = attrs.Factory(list)
+    results: list[AckResult] = attrs.Factory(list)
 
 
 class AckLane:
@@ -88,7 +137,7 @@ class AckLane:
     def statistics(self) -> FusionStatistics:
         return self.fusion.statistics()
 
-    async def settle(self, group: str, acks: list[Ack]) -> list[dict[str, Any]]:
+    async def settle(self, group: str, acks: list[Ack]) -> list[AckResult]:
         """Apply the acks; one result per ack, in request order."""
         if not acks:
             return []
@@ -105,33 +154,37 @@ class AckLane:
         _apply_ack_rows(batch, rows, self._wakeups)
 
 
-async def apply_acks(conn: Any, acks: list[tuple[str, Ack]]) -> list[Any]:
+async def apply_acks(conn: asyncpg.Connection, acks: list[tuple[str, Ack]]) -> list[AckRow]:
     """One `queen.ack_batch` call for (group, ack) pairs: a row per ack (its 1-based
     item_no), and a `released` row per lease released with messages still pending."""
-    return await Q.ack_batch.fetch(
+    rows = await Q.ack_batch.fetch(
         conn, consumer_groups=[g for g, _ in acks], partition_ids=[a.partition_id for _, a in acks],
         transaction_ids=[a.transaction_id for _, a in acks], statuses=[a.status for _, a in acks],
         lease_ids=[a.lease_id for _, a in acks], errors=[a.error for _, a in acks])
+    return [AckRow.from_record(row) for row in rows]
 
 
-def _apply_ack_rows(batch: list[_AckRequest], rows: list[Any], wakeups: WakeRegistry) -> None:
+def _apply_ack_rows(batch: list[_AckRequest], rows: list[AckRow],
+                    wakeups: WakeRegistry) -> None:
     owners: list[tuple[_AckRequest, int]] = [(r, i) for r in batch for i in range(len(r.acks))]
-    slots: dict[int, list[dict[str, Any] | None]] = {
+    slots: dict[int, list[AckResult | None]] = {
         id(r): [None] * len(r.acks) for r in batch}
     for row in rows:
-        if row["released"]:
-            wakeups.notify(row["queue_name"])
+        if row.released:
+            assert row.queue_name is not None  # the queue of a lease it released
+            wakeups.notify(row.queue_name)
             continue
-        request, i = owners[row["item_no"] - 1]
+        assert row.item_no is not None  # an ack's row
+        request, i = owners[row.item_no - 1]
         slots[id(request)][i] = {
             "index": i,
             "transactionId": request.acks[i].transaction_id,
-            "success": row["success"],
-            "error": row["error"],
-            "queueName": row["queue_name"],
-            "partitionName": row["partition_name"],
-            "leaseReleased": row["lease_released"],
-            "dlq": row["dlq"],
+            "success": row.success,
+            "error": row.error,
+            "queueName": row.queue_name,
+            "partitionName": row.partition_name,
+            "leaseReleased": row.lease_released,
+            "dlq": row.dlq,
         }
     for request in batch:
         request.results = [r for r in slots[id(request)] if r is not None]
@@ -148,15 +201,18 @@ def parse_extend(body: Any) -> int:
     return seconds
 
 
-async def extend_lease(db: Database, lease_id: uuid.UUID, seconds: int) -> dict[str, Any]:
+async def extend_lease(db: Database, lease_id: uuid.UUID, seconds: int) -> LeaseReply:
     row = await db.fetchrow(Q.extend_lease, lease_id=lease_id, seconds=seconds)
     assert row is not None
-    stamp = None if row["expires_at"] is None else wire.format_millis(row["expires_at"])
+    expires_at: dt.datetime | None = row["expires_at"]
+    renewed: int = row["renewed"]
+    problem: str | None = row["problem"]
+    stamp = None if expires_at is None else wire.format_millis(expires_at)
     return {
         "leaseId": str(lease_id),
-        "success": row["renewed"] > 0,
-        "renewed": row["renewed"],
+        "success": renewed > 0,
+        "renewed": renewed,
         "newExpiresAt": stamp,
         "expiresAt": stamp,
-        "error": row["problem"],
+        "error": problem,
     }

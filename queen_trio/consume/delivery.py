@@ -8,15 +8,20 @@ and how long a long poll parks between looks.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
 import attrs
 import msgspec
 
-from .. import wire
+from .. import ids, wire
 from ..settings import Settings
 from ..storage import frames as framing
+from ..storage.sql import Row
+
+# A lease's id: ids.new_id's, or a stdlib UUID (tests).
+LeaseId = ids.Id
 
 
 @attrs.frozen
@@ -36,20 +41,62 @@ class PopRequest:
     autopilot: bool
 
 
+class _PoppedMessage(TypedDict):
+    id: str
+    transactionId: str
+    traceId: str | None
+    data: msgspec.Raw  # the payload's bytes, spliced verbatim
+    producerSub: str | None
+    createdAt: str
+    partitionId: str
+    partition: str
+    leaseId: str
+    consumerGroup: str
+
+
+class PoppedMessage(_PoppedMessage, total=False):
+    """One message of a pop's reply; `queue` only on a namespace/task pop."""
+
+    queue: str | None
+
+
+class Autopilot(TypedDict):
+    partitions: int
+    batch: int
+    waitMs: int
+
+
+class _PopReply(TypedDict):
+    success: bool
+    queue: str | None
+    partition: str
+    partitionId: str
+    leaseId: str
+    consumerGroup: str
+    messages: list[PoppedMessage]
+    partitionsClaimed: int
+
+
+class PopReply(_PopReply, total=False):
+    """A pop's 200 reply; `autopilot` only when the pop asked for it."""
+
+    autopilot: Autopilot
+
+
 @attrs.frozen
 class Delivery:
     """A pop's reply, and the lease to give back if it never reaches the consumer (None for
     autoAck: its claim committed the cursor, at most once)."""
 
-    reply: dict[str, Any]
-    lease_id: Any | None
+    reply: PopReply
+    lease_id: LeaseId | None
 
 
 @attrs.frozen
 class Bad:
     """A claimed message that cannot be decoded: it goes to the group's dead letters."""
 
-    partition_id: Any
+    partition_id: uuid.UUID
     offset: int
     message_id: str
     transaction_id: str | None
@@ -60,9 +107,9 @@ class Bad:
 class Decoded:
     """What a claim's rows turned into: the messages to deliver, and what could not be read."""
 
-    messages: list[dict[str, Any]] = attrs.Factory(list)
+    messages: list[PoppedMessage] = attrs.Factory(list)
     # (partition id, offset) of each message, in step with `messages`.
-    offsets: list[tuple[Any, int]] = attrs.Factory(list)
+    offsets: list[tuple[uuid.UUID, int]] = attrs.Factory(list)
     bad: list[Bad] = attrs.Factory(list)
     # Undecodable messages dead-lettered: the cursor moved, so a look again may find more.
     dead_lettered: int = 0
@@ -78,8 +125,11 @@ class Decoded:
                             dead_lettered=dead_lettered)
 
 
-# A claim's rows: each with the queue it came from (a namespace/task pop claims several).
-Runs = Sequence[tuple[str | None, Any]]
+# A claim's rows (pop_claim, pop_many, pop_namespace: partition_id, partition_name,
+# first_offset, created_at, frames, frame_ends; or, for a partition with nothing deliverable
+# yet, a null partition_id and its next_check_at), each with the queue it came from (a
+# namespace/task pop claims several).
+Runs = Sequence[tuple[str | None, Row]]
 
 
 def decode_claim(runs: Runs, req: PopRequest, lease: str,
@@ -87,24 +137,26 @@ def decode_claim(runs: Runs, req: PopRequest, lease: str,
     """The reply's messages, spliced from the claimed runs of frames; a row without a
     partition says when to look again. `lease`: the text every message carries ("" for
     autoAck). A frame that does not parse or decrypt is `bad`, in its offset's place."""
-    messages: list[dict[str, Any]] = []
-    offsets: list[tuple[Any, int]] = []
+    messages: list[PoppedMessage] = []
+    offsets: list[tuple[uuid.UUID, int]] = []
     bad: list[Bad] = []
     next_check: dt.datetime | None = None
     with_queue = req.queue is None
     group = req.group
     for queue, row in runs:
-        partition_id = row["partition_id"]
+        partition_id: uuid.UUID | None = row["partition_id"]
         if partition_id is None:
-            check = row["next_check_at"]
+            check: dt.datetime | None = row["next_check_at"]
             if check is not None and (next_check is None or check < next_check):
                 next_check = check
             continue
         pid = str(partition_id)
         created = wire.format_micros(row["created_at"])
-        name = row["partition_name"]
-        offset = row["first_offset"]
-        for fields in framing.fields_between(row["frames"], row["frame_ends"]):
+        name: str = row["partition_name"]
+        offset: int = row["first_offset"]
+        frames: bytes = row["frames"]
+        ends: Sequence[int] = row["frame_ends"]
+        for fields in framing.fields_between(frames, ends):
             if isinstance(fields, framing.Undecodable):
                 bad.append(Bad(partition_id, offset, fields.message_id,
                                fields.transaction_id, fields.reason))
@@ -118,7 +170,7 @@ def decode_claim(runs: Runs, req: PopRequest, lease: str,
                     bad.append(Bad(partition_id, offset, message_id, txid, "decryption failed"))
                     offset += 1
                     continue
-            message: dict[str, Any] = {
+            message: PoppedMessage = {
                 "id": message_id,
                 "transactionId": txid,
                 "traceId": trace,
@@ -148,12 +200,12 @@ class Cut:
 
 @attrs.frozen
 class DeadLetterPlan:
-    cuts: dict[Any, Cut]  # per partition id (leased claims only)
+    cuts: dict[uuid.UUID, Cut]  # per partition id (leased claims only)
     dead: list[Bad]       # dead-lettered now
     keep: list[int]       # indexes of the decoded messages still delivered
 
 
-def dead_letter_plan(offsets: Sequence[tuple[Any, int]], bad: Sequence[Bad], *,
+def dead_letter_plan(offsets: Sequence[tuple[uuid.UUID, int]], bad: Sequence[Bad], *,
                      auto_ack: bool) -> DeadLetterPlan:
     """Which undecodable messages of one claim are dead-lettered now, and what is delivered.
 
@@ -165,7 +217,7 @@ def dead_letter_plan(offsets: Sequence[tuple[Any, int]], bad: Sequence[Bad], *,
     """
     if auto_ack:
         return DeadLetterPlan({}, list(bad), list(range(len(offsets))))
-    claimed: dict[Any, list[tuple[int, bool]]] = {}  # partition -> (offset, decodable)
+    claimed: dict[uuid.UUID, list[tuple[int, bool]]] = {}  # partition -> (offset, decodable)
     for pid, offset in offsets:
         claimed.setdefault(pid, []).append((offset, True))
     for item in bad:
@@ -191,7 +243,7 @@ def _cut(run: list[tuple[int, bool]]) -> Cut:
     return Cut(cursor, run[end - 1][0] + 1 if end > head else cursor)
 
 
-def assemble_reply(req: PopRequest, lease_id: Any, decoded: Decoded) -> Delivery | None:
+def assemble_reply(req: PopRequest, lease_id: LeaseId, decoded: Decoded) -> Delivery | None:
     """The pop's reply from its decoded messages; None (204) when there are none. The
     top-level queue and partition are the first message's."""
     messages = decoded.messages
@@ -199,7 +251,7 @@ def assemble_reply(req: PopRequest, lease_id: Any, decoded: Decoded) -> Delivery
         return None
     first = messages[0]
     lease = "" if req.auto_ack else str(lease_id)
-    reply: dict[str, Any] = {
+    reply: PopReply = {
         "success": True,
         "queue": first.get("queue", req.queue),
         "partition": first["partition"],

@@ -8,8 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import OrderedDict
+from contextlib import ExitStack
 from typing import Any
 
+import asyncpg
 import attrs
 import trio
 
@@ -18,11 +20,12 @@ from ..errors import BadRequest, DatabaseUnavailable
 from ..settings import Settings
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 from ..wire import QUEUE_MODE, query_bool, query_int
 from .delivery import (
     Decoded,
     Delivery,
+    LeaseId,
     PopRequest,
     Runs,
     assemble_reply,
@@ -106,7 +109,7 @@ class _ClaimRequest(Fusable):
     """One queue's claim within a pop attempt, fused with others: its outcome is `decoded`."""
 
     req: PopRequest
-    lease_id: Any
+    lease_id: LeaseId
     gone: trio.Event
     decoded: Decoded | None = None
 
@@ -153,7 +156,7 @@ class Consumer:
     # -- claiming and decoding, on the database's side of the bridge ---------------------
 
     async def _claim_many(self, batch: list[_ClaimRequest]) -> None:
-        async def work(conn: Any) -> None:
+        async def work(conn: asyncpg.Connection) -> None:
             # A consumer that hung up before the claim takes nothing.
             live = [request for request in batch if not request.gone.is_set()]
             if not live:
@@ -169,7 +172,7 @@ class Consumer:
                 max_partitions=column("max_partitions"), lease_ids=column("lease_id"),
                 auto_acks=column("auto_ack"), start_modes=column("start_mode"),
                 start_froms=column("start_from"))
-            per_request: list[list[Any]] = [[] for _ in live]
+            per_request: list[list[asyncpg.Record]] = [[] for _ in live]
             for row in rows:
                 per_request[row["request_no"] - 1].append(row)
             # The claims are committed: from here on a failure is the request's own, never
@@ -185,13 +188,13 @@ class Consumer:
         await self._db.call(work)
 
     @staticmethod
-    def _claim_args(req: PopRequest, lease_id: Any) -> dict[str, Any]:
+    def _claim_args(req: PopRequest, lease_id: LeaseId) -> dict[str, Any]:
         return {"queue": req.queue, "partition": req.partition, "consumer_group": req.group,
                 "batch": req.batch, "max_partitions": req.partitions, "lease_id": lease_id,
                 "auto_ack": req.auto_ack, "start_mode": req.start_mode,
                 "start_from": req.start_from}
 
-    async def _claim(self, req: PopRequest, lease_id: Any, gone: trio.Event) -> Decoded:
+    async def _claim(self, req: PopRequest, lease_id: LeaseId, gone: trio.Event) -> Decoded:
         """Claim and decode in one bridge crossing: fused with other pops once the group has
         joined the queue; alone (pop_claim, or pop_namespace) otherwise."""
         key = (req.queue, req.group)
@@ -201,7 +204,7 @@ class Consumer:
             await self.claims.submit(request)
             return request.decoded or Decoded()
 
-        async def work(conn: Any) -> Decoded:
+        async def work(conn: asyncpg.Connection) -> Decoded:
             if gone.is_set():
                 return Decoded()
             if req.queue is None:
@@ -210,7 +213,7 @@ class Consumer:
                     batch=req.batch, max_partitions=req.partitions, lease_id=lease_id,
                     auto_ack=req.auto_ack, start_mode=req.start_mode,
                     start_from=req.start_from)
-                runs: list[tuple[str | None, Any]] = [(row["queue_name"], row) for row in rows]
+                runs: list[tuple[str | None, Row]] = [(row["queue_name"], row) for row in rows]
             else:
                 rows = await Q.pop_claim.fetch(conn, **self._claim_args(req, lease_id))
                 runs = [(req.queue, row) for row in rows]
@@ -224,7 +227,7 @@ class Consumer:
                 self._joined.popitem(last=False)
         return decoded
 
-    async def _deliverable(self, conn: Any, req: PopRequest, lease_id: Any,
+    async def _deliverable(self, conn: asyncpg.Connection, req: PopRequest, lease_id: LeaseId,
                            runs: Runs) -> Decoded:
         """Decode the claimed rows; dead-letter what cannot be decoded before anything is
         answered, so no claim outlives its delivery."""
@@ -244,7 +247,7 @@ class Consumer:
                 raise
         return decoded
 
-    async def _dead_letter(self, conn: Any, req: PopRequest, lease_id: Any,
+    async def _dead_letter(self, conn: asyncpg.Connection, req: PopRequest, lease_id: LeaseId,
                            decoded: Decoded) -> Decoded:
         """Dead-letter the undecodable messages of one claim, for its group (which ones, and
         what is delivered then: delivery.dead_letter_plan)."""
@@ -291,27 +294,30 @@ class Consumer:
     async def _pop(self, req: PopRequest, gone: trio.Event) -> Delivery | None:
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
-        while not gone.is_set():
-            with self._wakeups.watch(req.queue) as wake:
-                delivery, decoded = await self._attempt(req, gone)
-                if delivery is None and decoded.dead_lettered:
-                    continue  # dead letters moved the cursor: look again at once
-                if delivery is not None or not req.wait or self._stopping:
-                    return delivery
-                now = trio.current_time()
-                if now >= deadline:
+        with ExitStack() as parking:
+            while not gone.is_set():
+                with self._wakeups.watch(req.queue) as wake:
+                    delivery, decoded = await self._attempt(req, gone)
+                    if delivery is None and decoded.dead_lettered:
+                        continue  # dead letters moved the cursor: look again at once
+                    if delivery is not None or not req.wait or self._stopping:
+                        return delivery
+                    now = trio.current_time()
+                    if now >= deadline:
+                        return None
+                    empty_checks += 1
+                    if empty_checks == 1:
+                        parking.enter_context(self._wakeups.parked(req.queue))
+                    park = park_seconds(empty_checks, self._settings, decoded.next_check,
+                                        dt.datetime.now(dt.timezone.utc))
+                    with trio.move_on_at(min(deadline, now + park)) as parked:
+                        self._parked.add(parked)
+                        try:
+                            await wake.wait()
+                        finally:
+                            self._parked.discard(parked)
+                if self._stopping:
                     return None
-                empty_checks += 1
-                park = park_seconds(empty_checks, self._settings, decoded.next_check,
-                                    dt.datetime.now(dt.timezone.utc))
-                with trio.move_on_at(min(deadline, now + park)) as parked:
-                    self._parked.add(parked)
-                    try:
-                        await wake.wait()
-                    finally:
-                        self._parked.discard(parked)
-            if self._stopping:
-                return None
         return None
 
     async def _attempt(self, req: PopRequest, gone: trio.Event

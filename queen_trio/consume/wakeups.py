@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 import asyncpg
 import attrs
@@ -50,14 +49,27 @@ class WakeRegistry:
         self._watchers: dict[str, int] = {}
         self._any = trio.Event()
         self._notifications = 0
+        self._parked: dict[str, int] = {}
 
     def statistics(self) -> WakeStatistics:
-        waiting = {queue: n for queue, event in self._events.items()
-                   if (n := event.statistics().tasks_waiting)}
-        if n := self._any.statistics().tasks_waiting:
-            waiting[ANY_QUEUE] = n
         return WakeStatistics(watched_queues=len(self._events), notifications=self._notifications,
-                              waiting=waiting)
+                              waiting=dict(self._parked))
+
+    @contextmanager
+    def parked(self, queue: str | None) -> Iterator[None]:
+        """Counts a long poll as parked on its queue (None: any queue) while the block runs:
+        from its first empty look until it answers, its re-checks included (a count taken while
+        it re-checks would otherwise miss it)."""
+        key = ANY_QUEUE if queue is None else queue
+        self._parked[key] = self._parked.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._parked[key] - 1
+            if left:
+                self._parked[key] = left
+            else:
+                del self._parked[key]
 
     @contextmanager
     def watch(self, queue: str | None) -> Iterator[trio.Event]:
@@ -113,7 +125,7 @@ class NotifyListener:
         return ListenerStatistics(connected=self._connected, notifications=self._received,
                                   reconnects=max(self._connections - 1, 0))
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         # Runs as an asyncio callback on trio-asyncio's loop, in trio's thread.
         self._received += 1
         self._registry.notify(payload)

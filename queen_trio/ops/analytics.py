@@ -13,22 +13,22 @@ from typing import Any
 import asyncpg
 
 from ..storage.database import Database
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 from .metrics import ProcessFigures
 from .resources import stamp
 from .series import TimeRange, fill, grouped, parse_range
 from .status import MB, selected_queues
 
-Point = Callable[[Mapping[str, Any] | None], dict[str, Any]]
+Point = Callable[[Row | None], dict[str, Any]]
 
 
-def _num(row: Mapping[str, Any] | None, key: str, digits: int | None = 3) -> float:
+def _num(row: Row | None, key: str, digits: int | None = 3) -> float:
     value = 0.0 if row is None or row[key] is None else float(row[key])
     return int(value) if digits is None else round(value, digits)
 
 
 def _series(span: TimeRange, rows: list[Any], key: str, point: Point,
-            header: Callable[[Mapping[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+            header: Callable[[Row], dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**header(group[0]), "points": fill(span, group, point)}
             for group in grouped(rows, key).values()]
 
@@ -41,14 +41,14 @@ async def _worker_rows(db: Database, query: Mapping[str, str]) -> tuple[TimeRang
     return span, rows
 
 
-def _worker_header(row: Mapping[str, Any]) -> dict[str, Any]:
+def _worker_header(row: Row) -> dict[str, Any]:
     return {"workerId": row["worker_id"], "hostname": row["hostname"], "pid": row["pid"]}
 
 
 async def system_metrics(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     span, rows = await _worker_rows(db, query)
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {"cpuUserPct": _num(r, "cpu_user"), "cpuSysPct": _num(r, "cpu_sys"),
                 "rssMb": round(_num(r, "rss_bytes") / MB, 3),
                 "eventLoopLagAvgMs": _num(r, "loop_lag_avg"),
@@ -77,7 +77,7 @@ WORKER_COUNTS = (("httpRequests", "http_requests"), ("httpErrors", "http_errors"
 async def worker_metrics(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     span, rows = await _worker_rows(db, query)
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {name: _num(r, column, None) for name, column in WORKER_COUNTS}
 
     return {"timeRange": span.to_wire(), "bucketMinutes": span.bucket_minutes,
@@ -89,7 +89,7 @@ async def queue_lag(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     rows = await db.fetch(Q.analytics_queue_lag, **span.params(),
                           queues=await selected_queues(db, query))
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {"pending": _num(r, "unconsumed"), "processing": _num(r, "processing"),
                 "maxLagSeconds": _num(r, "max_lag"), "avgLagSeconds": _num(r, "avg_lag"),
                 "maxOffsetLag": _num(r, "max_offset_lag", None),
@@ -110,7 +110,7 @@ async def _queue_ops_rows(db: Database, query: Mapping[str, str]) -> tuple[TimeR
 async def queue_ops(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     span, rows = await _queue_ops_rows(db, query)
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {"pushed": _num(r, "pushed", None), "popRequests": _num(r, "pop_requests", None),
                 "popEmpty": _num(r, "pop_empty", None), "popped": _num(r, "popped", None),
                 "acked": _num(r, "acked", None), "nacked": _num(r, "nacked", None),
@@ -145,7 +145,7 @@ async def parked_replicas(db: Database, query: Mapping[str, str], *, local: Proc
                for queue, replicas in sorted(now.items())
                if queues is None or queue in queues]
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {"parkedAvg": _num(r, "parked_avg"), "parkedMax": _num(r, "parked_max", None)}
 
     return {"timeRange": span.to_wire(), "bucketMinutes": span.bucket_minutes,
@@ -162,7 +162,7 @@ async def retention(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     for r in rows:
         per_bucket.setdefault(r["bucket"], {"bucket": r["bucket"]})[r["kind"]] = int(r["n"])
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: dict[str, Any] | None) -> dict[str, Any]:
         return {kind: (r or {}).get(kind, 0) for kind in kinds}
 
     points = fill(span, per_bucket.values(), point)

@@ -105,8 +105,10 @@ async def delete_group(db: Database, group: str, query: Mapping[str, str],
     async def run(conn: asyncpg.Connection) -> asyncpg.Record:
         await Q.group_lock_states.fetch(conn, consumer_group=group, queue_id=queue_id,
                                         partition_id=None)
-        return await Q.group_delete.fetchrow(conn, consumer_group=group, queue_id=queue_id,
-                                             keep_start=not delete_metadata)
+        row = await Q.group_delete.fetchrow(conn, consumer_group=group, queue_id=queue_id,
+                                            keep_start=not delete_metadata)
+        assert row is not None  # counts: one row
+        return row
 
     row = await db.in_transaction(run)
     reply: dict[str, Any] = {"success": True, "consumerGroup": group}
@@ -135,8 +137,10 @@ async def update_subscription(db: Database, group: str, body: Any) -> dict[str, 
         await Q.group_lock_states.fetch(conn, consumer_group=group, queue_id=None,
                                         partition_id=None)
         await Q.seek_mode.fetch(conn)
-        return await Q.group_subscription.fetchrow(conn, consumer_group=group,
-                                                   start_at=start_at)
+        row = await Q.group_subscription.fetchrow(conn, consumer_group=group,
+                                                  start_at=start_at)
+        assert row is not None  # counts: one row
+        return row
 
     row = await db.in_transaction(run)
     return {"success": True, "consumerGroup": group, "newTimestamp": stamp(start_at),

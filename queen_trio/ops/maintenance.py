@@ -148,6 +148,7 @@ async def retention_pass(db: Database, *, now: dt.datetime | None = None,
 
     async def work(conn: asyncpg.Connection) -> dict[str, int]:
         row = await Q.retention_pass.fetchrow(conn, now=now, limit=limit)
+        assert row is not None  # a function's one row
         return dict(row)
 
     return await run_exclusive(db, RETENTION_LOCK_KEY, work, wait=wait)

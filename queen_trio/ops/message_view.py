@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -29,6 +29,7 @@ from .. import wire
 from ..errors import NotFound
 from ..storage import frames as framing
 from ..storage.encryption import PayloadCipher
+from ..storage.sql import Row
 from .resources import stamp
 
 STATUSES = ("pending", "processing", "completed", "dead_letter")
@@ -48,7 +49,7 @@ class Position:
     read_at: dt.datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Position:
+    def from_row(cls, row: Row) -> Position:
         """A `message_states` row."""
         leased = row["lease_id"] is not None
         return cls(row["consumer_group"], row["cursor_offset"], row["retry_count"],
@@ -161,8 +162,8 @@ class MessageView:
         return ref.retry_count if ref is not None and ref.cursor == self.offset else None
 
 
-def message_view(row: Mapping[str, Any] | None, states: Sequence[Mapping[str, Any]],
-                 dead: Sequence[Mapping[str, Any]], cipher: PayloadCipher,
+def message_view(row: Row | None, states: Sequence[Row],
+                 dead: Sequence[Row], cipher: PayloadCipher,
                  transaction_id: str) -> MessageView:
     """The model from `message_lookup`'s row, `message_states` and `message_dead_letters`;
     NotFound when there is no such message, or neither its segment nor a dead letter holds

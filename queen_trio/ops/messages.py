@@ -32,7 +32,7 @@ from ..errors import BadRequest, Conflict, NotFound
 from ..storage import frames as framing
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 from .message_view import (
     STATUSES,
     Position,
@@ -120,7 +120,7 @@ class _Partitions:
                               dead_lettered=offset in self.dead.get(pid, ()))
 
 
-def _ranges(headers: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, tuple[int, int]]:
+def _ranges(headers: Sequence[Row]) -> dict[uuid.UUID, tuple[int, int]]:
     ranges: dict[uuid.UUID, tuple[int, int]] = {}
     for h in headers:
         low, high = ranges.get(h["partition_id"], (_HIGHEST_OFFSET, -1))
@@ -130,7 +130,7 @@ def _ranges(headers: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, tuple[int, 
 
 
 async def _load_hidden(conn: asyncpg.Connection, known: _Partitions,
-                       headers: Sequence[Mapping[str, Any]]) -> None:
+                       headers: Sequence[Row]) -> None:
     """The deleted offsets within the headers' offsets."""
     if not known.any_hidden or not headers:
         return
@@ -143,7 +143,7 @@ async def _load_hidden(conn: asyncpg.Connection, known: _Partitions,
 
 
 async def _load(conn: asyncpg.Connection, known: _Partitions,
-                headers: Sequence[Mapping[str, Any]], *, need_dead: bool) -> None:
+                headers: Sequence[Row], *, need_dead: bool) -> None:
     """The positions of the headers' partitions not seen yet; with `need_dead`, the dead
     letters within the headers' offsets."""
     fresh = sorted({h["partition_id"] for h in headers} - known.groups.keys())
@@ -228,7 +228,7 @@ async def _walk(conn: asyncpg.Connection, q: MessageQuery,
     return page
 
 
-def _entry(info: Mapping[str, Any], known: _Partitions, pid: uuid.UUID, offset: int,
+def _entry(info: Row, known: _Partitions, pid: uuid.UUID, offset: int,
            fields: tuple[str, str, str | None, str | None, bool, bytes],
            created_at: dt.datetime) -> dict[str, Any]:
     message_id, txid, trace, sub, _encrypted, _payload = fields
@@ -254,6 +254,7 @@ def _entry(info: Mapping[str, Any], known: _Partitions, pid: uuid.UUID, offset: 
 
 async def _mode(conn: asyncpg.Connection, queue_ids: list[uuid.UUID] | None) -> dict[str, Any]:
     row = await Q.message_mode.fetchrow(conn, queue_ids=queue_ids)
+    assert row is not None  # aggregates: one row
     bus = int(row["bus_groups"])
     return {"hasQueueMode": row["has_queue_mode"], "busGroupsCount": bus,
             "type": mode_type(row["has_queue_mode"], bus)}

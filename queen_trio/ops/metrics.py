@@ -35,6 +35,7 @@ from .. import __version__, wire
 from ..consume.fusion import FusionStatistics
 from ..consume.wakeups import ListenerStatistics, WakeStatistics
 from ..ephemeral.service import EphemeralStatistics
+from ..kv.store import KvStatistics
 from ..push.lane import LaneStatistics
 from ..push.spool import SpoolStatistics
 from ..storage.database import Database, DatabaseStatistics
@@ -107,6 +108,7 @@ class ProcessFigures:
     stats_failures: int
     encryption: EncryptionStatus = EncryptionStatus(False)
     ephemeral: EphemeralStatistics | None = None
+    kv: KvStatistics | None = None
 
     @property
     def pool_active(self) -> int:
@@ -295,10 +297,32 @@ def worker_families(f: ProcessFigures) -> list[Family]:
       int(f.encryption.malformed))
     if f.ephemeral is not None:
         _ephemeral_families(f.ephemeral, g, c)
+    if f.kv is not None:
+        _kv_families(f.kv, book)
     c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
     c("queen_stats_sample_failures_total", "Samples that could not be written.",
       f.stats_failures)
     return book.families()
+
+
+def _kv_families(kv: KvStatistics, book: FamilyBook) -> None:
+    g, c = book.gauge, book.counter
+    for (op, verdict), n in sorted(kv.ops.items()):
+        c("queen_kv_ops_total", "KV ops by op and verdict (POST /api/v1/kv).", n, op=op,
+          verdict=verdict)
+    for (op, verdict), n in sorted(kv.lock_ops.items()):
+        c("queen_lock_ops_total", "Lock ops by op and verdict (POST /api/v1/locks).", n,
+          op=op, verdict=verdict)
+    c("queen_kv_calls_total", "KV and lock calls on the KV pool.", kv.calls)
+    c("queen_kv_unavailable_total", "KV and lock calls answered 503 kv_unavailable.",
+      kv.unavailable)
+    g("queen_kv_gate_waiting", "KV calls waiting for a KV pool connection.", kv.gate_waiting)
+    if kv.live_rows is not None:
+        g("queen_kv_live_rows", "Live KV rows (lock permits included), at the last sweep.",
+          kv.live_rows)
+    if kv.permits is not None:
+        g("queen_locks_held", "Live lock and semaphore permits, at the last sweep.",
+          kv.permits)
 
 
 async def cluster_families(db: Database, *, fresh_seconds: float) -> tuple[list[Family],
@@ -416,7 +440,7 @@ def _cumulative(h: HistogramSnapshot) -> list[tuple[str, float]]:
 
 def render_prometheus(families: Sequence[Family]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(merge(families)))  # type: ignore[arg-type]
+    registry.register(_Collector(merge(families)))
     return generate_latest(registry)
 
 

@@ -16,7 +16,7 @@ import asyncpg
 from .. import wire
 from ..errors import NotFound
 from ..storage.database import Database
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 
 MAX_LIMIT = 1000
 # Throughput figures are averages over this window (the reference's 5 minutes).
@@ -30,14 +30,14 @@ def stamp(value: Any) -> str | None:
 COUNTERS = ("total", "pending", "processing", "completed", "failed", "deadLetter")
 
 
-def counters(row: Mapping[str, Any], *, failed: str = "failed") -> dict[str, int]:
+def counters(row: Row, *, failed: str = "failed") -> dict[str, int]:
     """The six message counters of a figures row (a partition's failed are `retrying`)."""
     return {"total": int(row["total"]), "pending": int(row["pending"]),
             "processing": int(row["processing"]), "completed": int(row["completed"]),
             "failed": int(row[failed]), "deadLetter": int(row["dead_letters"])}
 
 
-def partition_entries(rows: Sequence[Mapping[str, Any]]
+def partition_entries(rows: Sequence[Row]
                       ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """A queue's partitions (queen.partition_figures rows), and the sums of their counters."""
     totals = dict.fromkeys(COUNTERS, 0)
@@ -67,8 +67,10 @@ async def queue_row(db: Database, name: str) -> asyncpg.Record:
 
 async def overview(db: Database, *, stats_age: int) -> dict[str, Any]:
     async def run(conn: asyncpg.Connection) -> tuple[asyncpg.Record, asyncpg.Record]:
-        return (await Q.resources_overview.fetchrow(conn),
-                await Q.throughput_recent.fetchrow(conn, seconds=THROUGHPUT_SECONDS))
+        live = await Q.resources_overview.fetchrow(conn)
+        recent = await Q.throughput_recent.fetchrow(conn, seconds=THROUGHPUT_SECONDS)
+        assert live is not None and recent is not None  # aggregates: one row each
+        return live, recent
 
     row, rate = await db.call(run)
     return {

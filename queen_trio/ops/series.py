@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from .. import wire
 from ..errors import BadRequest
+from ..storage.sql import Row
 
 # date_bin's origin in every series query: buckets start on whole minutes, hours and days.
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
@@ -109,8 +110,11 @@ def parse_interval(query: Mapping[str, str]) -> tuple[str, int]:
     return name, INTERVALS[name]
 
 
-def fill(span: TimeRange, rows: Iterable[Mapping[str, Any]],
-         point: Callable[[Mapping[str, Any] | None], dict[str, Any]]) -> list[dict[str, Any]]:
+R = TypeVar("R", bound=Row)
+
+
+def fill(span: TimeRange, rows: Iterable[R],
+         point: Callable[[R | None], dict[str, Any]]) -> list[dict[str, Any]]:
     """One point per bucket of `span`: `point(row)` for the bucket's row, `point(None)` where
     there is none. Rows carry their bucket start under "bucket"."""
     by_bucket = {row["bucket"]: row for row in rows}
@@ -118,9 +122,9 @@ def fill(span: TimeRange, rows: Iterable[Mapping[str, Any]],
             for at in span.bins()]
 
 
-def grouped(rows: Iterable[Mapping[str, Any]], key: str) -> dict[str, list[Mapping[str, Any]]]:
+def grouped(rows: Iterable[R], key: str) -> dict[str, list[R]]:
     """Rows split by `key`, in order of first appearance."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
+    out: dict[str, list[R]] = {}
     for row in rows:
         out.setdefault(row[key], []).append(row)
     return out

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..queues.options import FIELDS, QueueOptions
 from ..storage.database import Database
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 from . import resources
 from .concurrently import concurrently
 from .metrics import WorkerIdentity
@@ -56,7 +56,7 @@ async def status(db: Database, query: Mapping[str, str], *, identity: WorkerIden
     )
     per_second = span.bucket_seconds
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         def num(key: str) -> float:
             return float(r[key]) if r is not None and r[key] is not None else 0.0
 
@@ -149,7 +149,7 @@ async def analytics(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     queues = await selected_queues(db, query)
     rows = await db.fetch(Q.status_analytics, **span.params(), queues=queues)
 
-    def point(r: Mapping[str, Any] | None) -> dict[str, Any]:
+    def point(r: Row | None) -> dict[str, Any]:
         return {"messages": int(r["pushed"]) if r else 0,
                 "acknowledged": int(r["acked"]) if r else 0}
 

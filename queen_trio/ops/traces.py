@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 import msgspec
@@ -14,10 +14,47 @@ from ..errors import BadRequest, NotFound
 from ..storage import frames as framing
 from ..storage.database import Database
 from ..storage.encryption import PayloadCipher
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 
 MAX_NAMES = 32
 MAX_EVENT_TYPE = 64
+
+
+class TraceEvent(TypedDict):
+    """One trace event as the trace routes answer it (snake_case, as the reference's)."""
+
+    id: str
+    event_type: str
+    data: msgspec.Raw  # the JSON recorded, verbatim
+    consumer_group: str
+    worker_id: str | None
+    created_at: str
+    trace_names: list[str]
+
+
+class NamedTraceEvent(TraceEvent):
+    """An event of GET /api/v1/traces/by-name/:name, with its message."""
+
+    transaction_id: str
+    partition_id: str
+    queue_name: str
+    partition_name: str
+    message_payload: msgspec.Raw | None
+
+
+class TraceRecorded(TypedDict):
+    success: bool
+    traceId: str
+
+
+class TracesOfMessage(TypedDict):
+    traces: list[TraceEvent]
+
+
+class TracesByName(TypedDict):
+    traces: list[NamedTraceEvent]
+    total: int
+    pagination: dict[str, int]
 
 
 def parse_trace(body: Any) -> tuple[uuid.UUID, str, str, str, bytes, list[str]]:
@@ -48,7 +85,7 @@ def parse_trace(body: Any) -> tuple[uuid.UUID, str, str, str, bytes, list[str]]:
             sorted(set(names)))
 
 
-async def record(db: Database, body: Any, *, worker_id: str) -> dict[str, Any]:
+async def record(db: Database, body: Any, *, worker_id: str) -> TraceRecorded:
     partition_id, txid, group, event_type, data, names = parse_trace(body)
     event_id = ids.new_id()
 
@@ -69,18 +106,23 @@ async def record(db: Database, body: Any, *, worker_id: str) -> dict[str, Any]:
     return {"success": True, "traceId": str(event_id)}
 
 
-async def by_message(db: Database, partition: str, txid: str) -> dict[str, Any]:
+async def by_message(db: Database, partition: str, txid: str) -> TracesOfMessage:
     rows = await db.fetch(Q.trace_by_message,
                           partition_id=wire.parse_uuid(partition, "partitionId"),
                           transaction_id=wire.name(txid, "transactionId"))
     return {"traces": [_event(r) for r in rows]}
 
 
-def _event(row: Any) -> dict[str, Any]:
-    return {"id": str(row["id"]), "event_type": row["event_type"],
-            "data": msgspec.Raw(row["data"].encode()), "consumer_group": row["consumer_group"],
-            "worker_id": row["worker_id"], "created_at": wire.format_millis(row["created_at"]),
-            "trace_names": list(row["trace_names"] or [])}
+def _event(row: Row) -> TraceEvent:
+    """A row of trace_by_message, trace_by_name or trace_events_since."""
+    event_id: uuid.UUID = row["id"]
+    data: str = row["data"]
+    created_at: datetime.datetime = row["created_at"]
+    trace_names: list[str] | None = row["trace_names"]
+    return {"id": str(event_id), "event_type": row["event_type"],
+            "data": msgspec.Raw(data.encode()), "consumer_group": row["consumer_group"],
+            "worker_id": row["worker_id"], "created_at": wire.format_millis(created_at),
+            "trace_names": list(trace_names or [])}
 
 
 def _payload(cipher: PayloadCipher, frame_bytes: bytes | None) -> msgspec.Raw | None:
@@ -93,16 +135,18 @@ def _payload(cipher: PayloadCipher, frame_bytes: bytes | None) -> msgspec.Raw | 
 
 
 async def by_name(db: Database, cipher: PayloadCipher, name: str,
-                  query: dict[str, str]) -> dict[str, Any]:
+                  query: dict[str, str]) -> TracesByName:
     name = wire.name(name, "traceName")
     page = wire.pagination(query, default_limit=100, max_limit=10_000)
     rows = await db.fetch(Q.trace_by_name, trace_name=name, limit=page.limit,
                           offset=page.offset)
-    traces = [{**_event(row), "transaction_id": row["transaction_id"],
-               "partition_id": str(row["partition_id"]),
-               "queue_name": row["queue_name"], "partition_name": row["partition_name"],
-               "message_payload": _payload(cipher, row["frame"])} for row in rows]
-    total = rows[0]["total"] if rows else await db.fetchval(Q.trace_name_total, trace_name=name)
+    traces: list[NamedTraceEvent] = [
+        {**_event(row), "transaction_id": row["transaction_id"],
+         "partition_id": str(row["partition_id"]),
+         "queue_name": row["queue_name"], "partition_name": row["partition_name"],
+         "message_payload": _payload(cipher, row["frame"])} for row in rows]
+    total: int = (rows[0]["total"] if rows
+                  else await db.fetchval(Q.trace_name_total, trace_name=name))
     return {"traces": traces, "total": total, "pagination": page.to_wire()}
 
 
@@ -124,7 +168,7 @@ async def recorded_since(db: Database, cipher: PayloadCipher, since: datetime.da
     names = [r["trace_name"] for r in await db.fetch(Q.trace_names_since, since=since)]
     timelines = {name: await by_name(db, cipher, name, {"limit": str(limit)}) for name in names}
     rows = await db.fetch(Q.messages_pushed_since, since=since, limit=limit)
-    events: dict[tuple[uuid.UUID, str], list[dict[str, Any]]] = {}
+    events: dict[tuple[uuid.UUID, str], list[TraceEvent]] = {}
     for event in await db.fetch(Q.trace_events_since, since=since):
         key = (event["partition_id"], event["transaction_id"])
         events.setdefault(key, []).append(_event(event))

@@ -10,15 +10,17 @@ of segments is one `queen.push_bundle` call, whose rows settle every item.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import asyncpg
 import attrs
 import trio
 
 from .. import ids
 from ..storage import frames
-from ..storage.sql import Q
+from ..storage.sql import Q, Row
 from .items import Group, PushItem, first_wins
 from .outcome import Outcome
 
@@ -137,19 +139,24 @@ def bundle_arguments(segments: list[Segment], *, check_max_size: bool) -> dict[s
 _SEGMENT_OUTCOMES = {"queued": Outcome.QUEUED, "stale": Outcome.STALE, "full": Outcome.FULL}
 
 
-def apply_bundle_rows(segments: list[Segment], rows: list[Any]) -> None:
-    """Settle every segment (and its items) from push_bundle's rows."""
+def apply_bundle_rows(segments: list[Segment], rows: Sequence[Row]) -> None:
+    """Settle every segment (and its items) from push_bundle's rows (functions/push_bundle.sql:
+    one per segment, and one per duplicate item)."""
     outcomes: dict[int, Outcome] = {}
     for row in rows:
-        seg = segments[row["segment_no"] - 1]
-        if row["outcome"] == "duplicate":
-            item = seg.writers[row["item_no"] - 1]
-            original = row["ref_message_id"]
+        segment_no: int = row["segment_no"]
+        said: str = row["outcome"]
+        seg = segments[segment_no - 1]
+        if said == "duplicate":
+            item_no: int = row["item_no"]
+            item = seg.writers[item_no - 1]
+            original: uuid.UUID | None = row["ref_message_id"]
             item.original_id = ids.ZERO_UUID if original is None else str(original)
             item.settle(Outcome.DUPLICATE)
         else:
-            outcomes[row["segment_no"]] = _SEGMENT_OUTCOMES[row["outcome"]]
-            seg.partition_id = str(row["partition_id"])
+            partition_id: uuid.UUID = row["partition_id"]
+            outcomes[segment_no] = _SEGMENT_OUTCOMES[said]
+            seg.partition_id = str(partition_id)
     for number, seg in enumerate(segments, start=1):
         outcome = outcomes.get(number)
         if outcome is None:  # never: push_bundle answers every segment
@@ -158,15 +165,15 @@ def apply_bundle_rows(segments: list[Segment], rows: list[Any]) -> None:
             seg.finish(outcome, "queue full" if outcome is Outcome.FULL else None)
 
 
-async def run_bundle(conn: Any, segments: list[Segment], *,
-                     check_max_size: bool = True) -> list[Any]:
+async def run_bundle(conn: asyncpg.Connection, segments: list[Segment], *,
+                     check_max_size: bool = True) -> list[asyncpg.Record]:
     """One `queen.push_bundle` call for the segments: its rows. The caller owns the
     transaction (none: the call is its own) and settles the segments with the rows."""
     return await Q.push_bundle.fetch(conn, **bundle_arguments(segments,
                                                              check_max_size=check_max_size))
 
 
-async def commit_bundle(conn: Any, segments: list[Segment], *,
+async def commit_bundle(conn: asyncpg.Connection, segments: list[Segment], *,
                         check_max_size: bool = True) -> None:
     """`run_bundle`, then settle the segments, inside the caller's transaction."""
     apply_bundle_rows(segments, await run_bundle(conn, segments,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 import attrs
 
@@ -13,6 +13,21 @@ from .outcome import Outcome
 _PENDING, _QUEUED, _DUPLICATE = Outcome.PENDING, Outcome.QUEUED, Outcome.DUPLICATE
 
 
+class _PushResult(TypedDict):
+    index: int
+    message_id: str
+    transaction_id: str
+    queueName: str
+    status: str
+
+
+class PushResult(_PushResult, total=False):
+    """An item's entry in the push reply (seed: the mixed casing is the contract); `error`
+    only for a failed item."""
+
+    error: str
+
+
 @attrs.define(slots=True, eq=False)
 class PushItem:
     index: int
@@ -20,7 +35,7 @@ class PushItem:
     partition: str
     transaction_id: str
     payload: bytes
-    message_id: Any  # a UUIDv7, assigned before any database attempt
+    message_id: ids.Id  # a UUIDv7, assigned before any database attempt
     outcome: Outcome = Outcome.PENDING
     error: str | None = None
     # For a stored duplicate: the original's id (ZERO_UUID when it can no longer be read).
@@ -42,10 +57,10 @@ class PushItem:
             return _DUPLICATE, self.original_id or ids.ZERO_UUID
         return self.outcome, str(self.message_id)
 
-    def result(self) -> dict[str, Any]:
-        """The item's entry in the push reply (seed: the mixed casing is the contract)."""
+    def result(self) -> PushResult:
+        """The item's entry in the push reply."""
         outcome, message_id = self.answer()
-        entry: dict[str, Any] = {
+        entry: PushResult = {
             "index": self.index,
             "message_id": message_id,
             "transaction_id": self.transaction_id,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -28,6 +28,7 @@ import trio
 from ..errors import DatabaseUnavailable
 from ..storage.database import is_connection_failure, is_overload
 from ..storage.holding import Hold, HoldFactory, no_hold, receive_or_let_go
+from ..storage.sql import Row
 from .bundle import PackedGroup, Segment, apply_bundle_rows
 from .outcome import Outcome
 
@@ -36,7 +37,7 @@ log = logging.getLogger("queen_trio.lane")
 # Commits a bundle of segments (push.bundle.run_bundle on a connection) and returns the rows
 # that settle them; raises when the call failed as a whole. The lane settles the segments
 # itself, on the Trio side, so their waiters wake only once the lane's books are kept.
-CommitBundle = Callable[[list[Segment]], Awaitable[list[Any]]]
+CommitBundle = Callable[[list[Segment]], Awaitable[Sequence[Row]]]
 
 
 def _drain(receive: trio.MemoryReceiveChannel[Any]) -> list[Any]:

@@ -7,7 +7,6 @@ each payload (`msgspec.Raw`), which is what gets stored and later spliced into p
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -20,9 +19,9 @@ DEFAULT_PARTITION = "Default"
 
 
 class _WireItem(msgspec.Struct):
-    queue: Any = UNSET
-    partition: Any = UNSET
-    transactionId: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
+    transactionId: object = UNSET
     payload: Raw | UnsetType = UNSET
     # Never stored; only noticed, to explain a missing payload.
     data: Raw | UnsetType = UNSET
@@ -54,7 +53,7 @@ def parse_push_body(body: bytes) -> list[PushItem]:
     return [_parse_item(i, item) for i, item in enumerate(decoded.items)]
 
 
-def build_item(index: int, queue: Any, partition: Any, transaction_id: Any,
+def build_item(index: int, queue: object, partition: object, transaction_id: object,
                payload: bytes) -> PushItem:
     """Validate the names of one item and give it its identity (used by /transaction)."""
     return _parse_item(index, _WireItem(queue=queue, partition=partition,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ..queues.queues import Queues, retry_while_stale
 from ..storage.encryption import PayloadCipher
 from .bundle import PackedGroup, pack_group
-from .items import Group, PushItem, group_items
+from .items import Group, PushItem, PushResult, group_items
 from .lane import LaneClosed, PushLane
 from .outcome import Outcome, http_status
 from .spool import Spool, SpoolRecord
@@ -31,7 +30,8 @@ class Publisher:
         """Warn again about queues already warned about (a test broker's reset)."""
         self._warned_plaintext.clear()
 
-    async def push(self, items: list[PushItem], producer_sub: str | None) -> tuple[int, list[Any]]:
+    async def push(self, items: list[PushItem], producer_sub: str | None
+                   ) -> tuple[int, list[PushResult]]:
         """Commit every group; return (HTTP status, per-item results in request order)."""
         weight = sum(len(item.payload) for item in items)
         if self._lane.pending_bytes + weight > self._max_pending_bytes:

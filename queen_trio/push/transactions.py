@@ -3,12 +3,14 @@
 Push operations follow the push path's rules (dedup reported, not an abort; producerSub
 stamped; encryption) and are the only way to set a traceId. Ack operations follow /ack's rules;
 any ack that is refused, or a `requiredLeases` entry that is not live, rolls everything back.
+Riders (`kv`: tx.kv.*, tx.once, tx.guard) run first, in the same transaction (push/riders.py);
+a lost `required` op rolls everything back and answers the kv_precondition verdict.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import asyncpg
 import attrs
@@ -27,40 +29,88 @@ from .items import PushItem, group_items
 from .outcome import Outcome
 from .parse import build_item
 from .publisher import Publisher
+from .riders import REFUSED, RIDERS
 
 
 class _WireItem(msgspec.Struct):
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireOp(msgspec.Struct):
-    type: Any = UNSET
+    type: object = UNSET
     items: list[_WireItem] | UnsetType = UNSET
     # The flat push form; payload/data stay raw bytes. Ack fields are read from a plain decode.
-    queue: Any = UNSET
-    partition: Any = UNSET
+    queue: object = UNSET
+    partition: object = UNSET
     payload: Raw | UnsetType = UNSET
     data: Raw | UnsetType = UNSET
-    transactionId: Any = UNSET
-    traceId: Any = UNSET
+    transactionId: object = UNSET
+    traceId: object = UNSET
 
 
 class _WireTransaction(msgspec.Struct):
     operations: list[Raw] | UnsetType = UNSET
-    requiredLeases: Any = UNSET
-    # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): read so that a
-    # transaction carrying one is refused, never committed without its gate.
-    kv: Any = UNSET
-    timers: Any = UNSET
+    requiredLeases: object = UNSET
+    # The 2.6 client's riders (tx.kv.*, tx.once, tx.guard, tx.timer): applied (push/riders.py)
+    # or, when this broker has no such rider, refused, never committed without their effect.
+    kv: object = UNSET
+    timers: object = UNSET
 
 
 _BODY = msgspec.json.Decoder(_WireTransaction)
 _OP = msgspec.json.Decoder(_WireOp)
 _ANY = msgspec.json.Decoder()
+
+
+class _AckOutcome(TypedDict):
+    success: bool
+    error: str | None
+    dlq: bool
+
+
+class PushOpResult(TypedDict):
+    index: int
+    type: Literal["push"]
+    success: bool
+    status: str
+    transactionId: str
+    messageId: str | None
+    partitionId: str | None
+    queueName: str
+
+
+class AckOpResult(_AckOutcome):
+    index: int
+    type: Literal["ack"]
+    transactionId: str
+
+
+class TransactionReply(TypedDict):
+    """The reply of POST /api/v1/transaction; `error` only when it rolled back."""
+
+    transactionId: str
+    success: bool
+    # Then one result per rider op (push/riders.py), each a dict of its rider's making.
+    results: list[PushOpResult | AckOpResult | dict[str, Any]]
+
+
+class TransactionFailure(TransactionReply):
+    error: str
+
+
+class PreconditionFailure(TransactionFailure):
+    """A rider's `required` op lost: everything rolled back (docs/kv-and-locks.md)."""
+
+    ok: bool
+    reason: Literal["kv_precondition"]
+    failedIndex: int
+    kvReason: str | None
+    version: int
+    value: Any
 
 
 @attrs.define
@@ -69,10 +119,10 @@ class _Op:
 
     push: PushItem | None = None
     ack: tuple[str, Ack] | None = None
-    ack_result: dict[str, Any] | None = None
+    ack_result: _AckOutcome | None = None
 
 
-def _trace_id(value: Any, where: str) -> bytes | None:
+def _trace_id(value: object, where: str) -> bytes | None:
     if value is UNSET or value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -83,8 +133,8 @@ def _trace_id(value: Any, where: str) -> bytes | None:
         raise BadRequest(f"traceId{where} must be a UUID: {value!r}") from None
 
 
-def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw | UnsetType,
-               trace: Any, where: str) -> PushItem:
+def _push_item(index: int, queue: object, partition: object, txid: object,
+               payload: Raw | UnsetType, trace: object, where: str) -> PushItem:
     # A missing payload is {} here, as on the reference's transaction route.
     item = build_item(index, queue, partition, txid,
                       b"{}" if payload is UNSET else bytes(payload))
@@ -92,27 +142,44 @@ def _push_item(index: int, queue: Any, partition: Any, txid: Any, payload: Raw |
     return item
 
 
-def _refuse_riders(decoded: _WireTransaction) -> None:
-    """A rider this broker cannot honour refuses the whole transaction."""
-    for rider in ("kv", "timers"):
-        if getattr(decoded, rider) not in (UNSET, None, []):
+@attrs.frozen
+class Parsed:
+    """A transaction body, validated: flattened ops, required leases, prepared riders (rider
+    key -> what its parse returned, in RIDERS order)."""
+
+    ops: list[_Op]
+    leases: list[uuid.UUID]
+    riders: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _riders(decoded: _WireTransaction) -> dict[str, Any]:
+    """Each rider the body carries, parsed; one this broker cannot honour refuses the whole
+    transaction."""
+    for key in REFUSED:
+        if getattr(decoded, key) not in (UNSET, None, []):
             # The client's own reason code: its guard and once() callers see why.
             raise BadRequest("kv_bad_request", reason="riders_not_supported",
-                             detail=f"transaction {rider} riders are not supported by this "
+                             detail=f"transaction {key} riders are not supported by this "
                                     "broker yet; nothing was committed")
+    prepared: dict[str, Any] = {}
+    for key, rider in RIDERS.items():
+        value = getattr(decoded, key)
+        if value not in (UNSET, None, []):
+            prepared[key] = rider.parse(value)
+    return prepared
 
 
-def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
+def parse_transaction(body: bytes) -> Parsed:
     try:
         decoded = wire.decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
         if "operations" in str(exc):
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
-    _refuse_riders(decoded)
+    riders = _riders(decoded)
     if decoded.operations is UNSET:
         raise BadRequest("operations array required")
-    if not decoded.operations:
+    if not decoded.operations and not riders:
         raise BadRequest("operations array cannot be empty")
     leases: list[uuid.UUID] = []
     if decoded.requiredLeases not in (UNSET, None):
@@ -144,7 +211,7 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
                                 parse_ack(fields, where))))
         else:
             raise BadRequest(f"Unknown operation type{where}: {op.type!r}")
-    return ops, leases
+    return Parsed(ops, leases, riders)
 
 
 class _Abort(Exception):
@@ -155,6 +222,14 @@ class _Stale(Exception):
     pass
 
 
+class _Precondition(Exception):
+    """A rider's `required` op lost: roll back, answer this kv_precondition verdict."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__("kv_precondition")
+        self.verdict = verdict
+
+
 class TransactionRunner:
     def __init__(self, db: Database, publisher: Publisher, queues: Queues,
                  wakeups: WakeRegistry) -> None:
@@ -163,21 +238,25 @@ class TransactionRunner:
         self._queues = queues
         self._wakeups = wakeups
 
-    async def run(self, ops: list[_Op], leases: list[uuid.UUID],
-                  producer_sub: str | None) -> dict[str, Any]:
+    async def run(self, parsed: Parsed, producer_sub: str | None
+                  ) -> TransactionReply | TransactionFailure | PreconditionFailure:
+        ops, leases, riders = parsed.ops, parsed.leases, parsed.riders
         reply_id = str(ids.new_id())
         pushes = [op.push for op in ops if op.push is not None]
         ack_ops = [op for op in ops if op.ack is not None]
         segments: list[Segment] = []
         released: list[str] = []
+        rider_results: list[dict[str, Any]] = []
 
         async def attempt() -> set[str]:
-            nonlocal segments, released
+            nonlocal segments, released, rider_results
             segments = [Segment.fuse([self._publisher.pack(group, producer_sub)])
                         for group in group_items(pushes)]
+            rider_results = []
             try:
                 released = await self._db.call(
-                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases))
+                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases, riders,
+                                                      len(ops), rider_results))
             except _Stale as exc:
                 return set(exc.args[0])
             return set()
@@ -187,19 +266,49 @@ class TransactionRunner:
         except _Abort as exc:
             return {"transactionId": reply_id, "success": False, "error": str(exc),
                     "results": []}
+        except _Precondition as exc:
+            v = exc.verdict
+            return {"transactionId": reply_id, "success": False, "ok": False,
+                    "reason": "kv_precondition", "failedIndex": v["failedIndex"],
+                    "kvReason": v["kvReason"], "version": v["version"], "value": v["value"],
+                    "error": f"kv precondition failed: {v['kvReason']}", "results": []}
         if not fresh:
             return {"transactionId": reply_id, "success": False,
                     "error": "queue configuration kept changing", "results": []}
         for queue in {item.queue for item in pushes} | set(released):
             self._wakeups.notify(queue)
-        return {"transactionId": reply_id, "success": True,
-                "results": self._results(ops, segments)}
+        results: list[PushOpResult | AckOpResult | dict[str, Any]] = [
+            *self._results(ops, segments), *rider_results]
+        return {"transactionId": reply_id, "success": True, "results": results}
+
+    @staticmethod
+    async def _apply_riders(conn: asyncpg.Connection, riders: dict[str, Any], flat: int,
+                            into: list[dict[str, Any]]) -> None:
+        """Every rider, in RIDERS order, first in the transaction (the lock order: KV rows and
+        timer rows before queue, partition and consumer rows). Results go into `into` with
+        their flat index; a lost required op raises _Precondition."""
+        for key, rider in RIDERS.items():
+            if key not in riders:
+                continue
+            results, failure = await rider.apply(conn, riders[key])
+            if failure is not None:
+                raise _Precondition({
+                    "success": False, "ok": False, "reason": "kv_precondition",
+                    "failedIndex": flat + int(failure.get("index", 0)),
+                    "kvReason": failure.get("reason"), "version": failure.get("version", 0),
+                    "value": failure.get("value")})
+            for result in results:
+                into.append({**result, "index": flat})
+                flat += 1
 
     async def _in_transaction(self, conn: asyncpg.Connection, segments: list[Segment],
-                              ack_ops: list[_Op], leases: list[uuid.UUID]) -> list[str]:
+                              ack_ops: list[_Op], leases: list[uuid.UUID],
+                              riders: dict[str, Any], flat: int,
+                              rider_results: list[dict[str, Any]]) -> list[str]:
         """Everything in one transaction; raises to roll back. Returns queues whose lease was
         released by an ack (long polls there should look again)."""
         async with conn.transaction():
+            await self._apply_riders(conn, riders, flat, rider_results)
             if leases and await Q.live_leases.fetchval(conn, lease_ids=leases) != len(set(leases)):
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
             writing = [seg for seg in segments if seg.writers]
@@ -215,20 +324,22 @@ class TransactionRunner:
             if ack_ops:
                 rows = await apply_acks(conn, [op.ack for op in ack_ops if op.ack is not None])
                 for row in rows:
-                    if row["released"]:
-                        released.append(row["queue_name"])
+                    if row.released:
+                        assert row.queue_name is not None  # the queue of a lease it released
+                        released.append(row.queue_name)
                         continue
-                    if not row["success"]:
-                        raise _Abort(f"ACK operation failed: {row['error']}")
-                    ack_ops[row["item_no"] - 1].ack_result = {
-                        "success": True, "error": None, "dlq": bool(row["dlq"])}
+                    if not row.success:
+                        raise _Abort(f"ACK operation failed: {row.error}")
+                    assert row.item_no is not None  # an ack's row
+                    ack_ops[row.item_no - 1].ack_result = {
+                        "success": True, "error": None, "dlq": bool(row.dlq)}
             return released
 
     @staticmethod
-    def _results(ops: list[_Op], segments: list[Segment]) -> list[dict[str, Any]]:
+    def _results(ops: list[_Op], segments: list[Segment]) -> list[PushOpResult | AckOpResult]:
         partition_of = {id(item): seg.partition_id
                         for seg in segments for packed in seg.groups for item in packed.group.items}
-        results: list[dict[str, Any]] = []
+        results: list[PushOpResult | AckOpResult] = []
         for index, op in enumerate(ops):
             if op.push is not None:
                 outcome, message_id = op.push.answer()
@@ -238,8 +349,10 @@ class TransactionRunner:
                                 "partitionId": partition_of.get(id(op.push)),
                                 "queueName": op.push.queue})
             elif op.ack is not None:
+                outcome_of_ack = op.ack_result or {"success": True, "error": None, "dlq": False}
                 results.append({"index": index, "type": "ack",
                                 "transactionId": op.ack[1].transaction_id,
-                                **(op.ack_result or {"success": True, "error": None,
-                                                     "dlq": False})})
+                                "success": outcome_of_ack["success"],
+                                "error": outcome_of_ack["error"],
+                                "dlq": outcome_of_ack["dlq"]})
         return results

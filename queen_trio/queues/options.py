@@ -11,12 +11,12 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 INT32_MAX = 2**31 - 1
 
 
-def _non_negative(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+def _non_negative(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
     if not 0 <= value <= INT32_MAX:
         raise ValueError(f"{_wire_name(attribute.name)} must be between 0 and {INT32_MAX}")
 
 
-def _int32(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+def _int32(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
     if not -(2**31) <= value <= INT32_MAX:
         raise ValueError(f"{_wire_name(attribute.name)} is out of range")
 

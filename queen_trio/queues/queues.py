@@ -138,6 +138,7 @@ async def _configure(conn: asyncpg.Connection, request: ConfigureRequest) -> dic
     while queue_id is None:
         queue_id = await Q.configure_lock.fetchval(conn, queue=request.queue)
     row = await Q.configure_read.fetchrow(conn, queue_id=queue_id)
+    assert row is not None  # configure_lock made it, in this transaction
     current = msgspec.json.decode(row["explicit_options"])
     explicit = opts.merge(current, request.options, replace=request.replace)
     effective = opts.effective(explicit)

@@ -22,13 +22,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 import attrs
 import trio
 import trio_asyncio
+from asyncpg.pool import PoolConnectionProxy
 
 from ..errors import ConfigError, DatabaseUnavailable, Overloaded
 from ..logs import Throttle
@@ -170,7 +171,7 @@ class ConnectionHold:
     def __init__(self, db: Database, owner: trio.lowlevel.Task) -> None:
         self.db = db
         self.owner = owner
-        self.conn: asyncpg.Connection | None = None
+        self.conn: PoolConnectionProxy | None = None
         # Counted against the budget of held connections (from the reservation on).
         self.reserved = False
 
@@ -302,6 +303,8 @@ class Database:
         started = time.perf_counter()
         hold = self._held_by_caller()
         try:
+            # trio-asyncio has no types: its crossing returns what `work` returned.
+            result: T
             if hold is not None:
                 result = await self._loop.run_aio_coroutine(self._with_held(hold, work))
             else:
@@ -339,7 +342,7 @@ class Database:
                 raise
         conn = hold.conn
         try:
-            return await work(conn)
+            return await work(_as_connection(conn))
         except BaseException as exc:
             # After a failure the connection's state is not known: back to the pool with it
             # (as after any call), and the next call checks one out again.
@@ -354,7 +357,7 @@ class Database:
     async def _with_connection(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         conn = await self._acquire()
         try:
-            return await work(conn)
+            return await work(_as_connection(conn))
         except (asyncpg.InternalClientError, asyncpg.InterfaceError):
             # The connection's protocol state is unusable (its backend was terminated under
             # it, say): never hand it out again.
@@ -363,7 +366,7 @@ class Database:
         finally:
             await self._pool.release(conn)
 
-    async def _acquire(self) -> asyncpg.Connection:
+    async def _acquire(self) -> PoolConnectionProxy:
         try:
             return await self._pool.acquire(timeout=self._acquire_timeout)
         except asyncio.TimeoutError as exc:
@@ -377,6 +380,26 @@ class Database:
             # Whatever stops us from getting a connection (refused, shutting down, not
             # accepting connections) means the database is unavailable, not a bad statement.
             raise DatabaseUnavailable(exc) from exc
+
+    @asynccontextmanager
+    async def sibling(self, *, pool_size: int, statement_timeout_ms: int, lock_timeout_ms: int,
+                      connect_timeout_ms: int, name: str) -> AsyncIterator[Database]:
+        """A second pool on the same database and loop (the KV pool): its own connections and
+        timeouts, this one's readiness and reachability. Closed at the end of the block."""
+        pool = await self._loop.run_aio_coroutine(_create_pool(
+            self.url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms,
+            lock_timeout_ms=lock_timeout_ms, connect_timeout_ms=connect_timeout_ms,
+            application_name=f"queen-trio {name}"))
+        db = Database(pool, self.url, self._loop, acquire_timeout=connect_timeout_ms / 1000)
+        db.ready = self.ready
+        db.reachability = self.reachability
+        try:
+            yield db
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(10):
+                    await self._loop.run_aio_coroutine(pool.close())
+                pool.terminate()
 
     async def abort(self) -> None:
         """Cut every pool connection now: the calls in flight fail at once, and later calls
@@ -422,7 +445,13 @@ class Database:
         return f"database at {self.reachability.address} gave no answer within {within:g} s"
 
 
-def _usable(conn: asyncpg.Connection) -> bool:
+def _as_connection(conn: PoolConnectionProxy) -> asyncpg.Connection:
+    """The pool's proxy, as the Connection every caller takes: asyncpg's ConnectionMeta makes
+    the proxy an instance of Connection (`isinstance` says so), which its stubs do not model."""
+    return cast(asyncpg.Connection, conn)
+
+
+def _usable(conn: PoolConnectionProxy) -> bool:
     try:
         return not conn.is_closed()
     except asyncpg.InterfaceError:
@@ -430,7 +459,7 @@ def _usable(conn: asyncpg.Connection) -> bool:
         return False
 
 
-def _terminate(conn: asyncpg.Connection) -> None:
+def _terminate(conn: PoolConnectionProxy) -> None:
     try:
         conn.terminate()
     except asyncpg.InterfaceError:
@@ -439,6 +468,29 @@ def _terminate(conn: asyncpg.Connection) -> None:
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     return None
+
+
+async def _create_pool(url: str, *, pool_size: int, statement_timeout_ms: int,
+                       lock_timeout_ms: int, connect_timeout_ms: int,
+                       application_name: str = "queen-trio") -> asyncpg.Pool:
+    return await asyncpg.create_pool(
+        url,
+        min_size=0,
+        max_size=pool_size,
+        # The broker never leaves session state behind (no SET, no session locks, no
+        # LISTEN on pool connections; transactions are always closed), so the default
+        # reset query would only cost a round trip per checkout. asyncpg still rolls
+        # back a transaction left open.
+        reset=_keep_session,
+        timeout=connect_timeout_ms / 1000,
+        command_timeout=None,
+        server_settings={
+            "application_name": application_name,
+            "statement_timeout": str(statement_timeout_ms),
+            "lock_timeout": str(lock_timeout_ms),
+            "timezone": "UTC",
+        },
+    )
 
 
 @asynccontextmanager
@@ -458,28 +510,9 @@ async def open_database(
     they are applied every call raises DatabaseUnavailable.
     """
     async with trio_asyncio.open_loop() as loop:
-
-        async def create() -> asyncpg.Pool:
-            return await asyncpg.create_pool(
-                url,
-                min_size=0,
-                max_size=pool_size,
-                # The broker never leaves session state behind (no SET, no session locks, no
-                # LISTEN on pool connections; transactions are always closed), so the default
-                # reset query would only cost a round trip per checkout. asyncpg still rolls
-                # back a transaction left open.
-                reset=_keep_session,
-                timeout=connect_timeout_ms / 1000,
-                command_timeout=None,
-                server_settings={
-                    "application_name": "queen-trio",
-                    "statement_timeout": str(statement_timeout_ms),
-                    "lock_timeout": str(lock_timeout_ms),
-                    "timezone": "UTC",
-                },
-            )
-
-        pool = await trio_asyncio.aio_as_trio(create)()
+        pool = await trio_asyncio.aio_as_trio(_create_pool)(
+            url, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms,
+            lock_timeout_ms=lock_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         # Waiting for a free connection is bounded like opening one (DB_CONNECTION_TIMEOUT).
         db = Database(pool, url, loop, acquire_timeout=connect_timeout_ms / 1000)
         try:

@@ -58,7 +58,8 @@ async def migrate(url: str) -> list[str]:
         finally:
             await conn.close()
 
-    return await trio_asyncio.aio_as_trio(run)()
+    applied: list[str] = await trio_asyncio.aio_as_trio(run)()  # trio-asyncio has no types
+    return applied
 
 
 async def apply_migrations(conn: asyncpg.Connection, *,
@@ -154,8 +155,8 @@ class _Installer:
         # Objects whose file is gone (whatever depends on one goes first, in `_drop`).
         for name in sorted(self.recorded):
             if name not in self.listed:
-                row = self.recorded[name]
-                await self._drop(row["kind"], row["identity"])
+                gone = self.recorded[name]
+                await self._drop(gone["kind"], gone["identity"])
                 await Q.schema_object_forget.execute(self.conn, name=name)
         for obj in objects.objects:
             row = self.recorded.get(obj.name)

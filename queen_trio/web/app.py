@@ -9,17 +9,33 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import parse_qsl
 
 import trio
+from hypercorn.typing import (
+    ASGIReceiveCallable,
+    ASGISendCallable,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    HTTPScope,
+    Scope,
+)
 
 from .. import wire
 from ..broker import Broker
-from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
+from ..errors import (
+    BadRequest,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    Overloaded,
+    QueenError,
+    TooLarge,
+    Unavailable,
+)
 from .access import access_log, log_request
 from .auth import Authenticator
-from .http import HTTPError, Response, cors_headers, error_response
+from .http import HTTPError, Response, cors_headers, error_response, foreign_origin
 from .request import Request
 from .router import Handler, Route, Router
 
@@ -32,6 +48,8 @@ STATUS_OF: dict[type[QueenError], int] = {
     Conflict: 409,
     DatabaseUnavailable: 503,
     Overloaded: 503,
+    Unavailable: 503,
+    TooLarge: 413,
 }
 
 # Query parameters that carry a name: capped like every name (wire.name), on every route.
@@ -60,13 +78,14 @@ class App:
         self.max_body_bytes = max_body_bytes
         # Told once a request is read (or given up on): the server stops its read clock
         # (web/connections.py).
-        self.on_request_read: Callable[[dict[str, Any]], None] = lambda scope: None
+        self.on_request_read: Callable[[HTTPScope], None] = lambda scope: None
         # The event set once this request's client hangs up, if the server knows its
         # connection (web/connections.py); otherwise only a watched request learns it.
-        self.hung_up: Callable[[dict[str, Any]], trio.Event | None] = lambda scope: None
+        self.hung_up: Callable[[HTTPScope], trio.Event | None] = lambda scope: None
         self.observe = observe
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
+                       send: ASGISendCallable) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
@@ -96,7 +115,8 @@ class App:
             log_request(scope["method"], response, seconds)
 
     @staticmethod
-    async def _send(send: Any, response: Response, gone: trio.Event, *, head: bool) -> None:
+    async def _send(send: ASGISendCallable, response: Response, gone: trio.Event, *,
+                    head: bool) -> None:
         """The response; to a HEAD, its headers only (the length is the GET's)."""
         headers = response.headers
         if response.status != 204:
@@ -105,16 +125,23 @@ class App:
             # hypercorn drops what is sent after a disconnect without a word: look first.
             if gone.is_set():
                 raise _Undelivered
-            await send({"type": "http.response.start", "status": response.status,
-                        "headers": headers})
-            await send({"type": "http.response.body", "body": b"" if head else response.body})
+            # `trailers: False` is hypercorn's default; its NotRequired is lost to mypy at
+            # python_version 3.10 (a try/except import), so the key is given.
+            start: HTTPResponseStartEvent = {"type": "http.response.start",
+                                             "status": response.status, "headers": headers,
+                                             "trailers": False}
+            await send(start)
+            body: HTTPResponseBodyEvent = {"type": "http.response.body",
+                                           "body": b"" if head else response.body,
+                                           "more_body": False}
+            await send(body)
         except BaseException as exc:
             if response.undelivered is not None:
                 await response.undelivered()
             if not isinstance(exc, _Undelivered):
                 raise
 
-    def _resolve(self, scope: dict[str, Any]) -> tuple[Route, dict[str, str]] | HTTPError | None:
+    def _resolve(self, scope: HTTPScope) -> tuple[Route, dict[str, str]] | HTTPError | None:
         """The route and its parameters; the HTTPError (404, 405) to answer; None for
         OPTIONS."""
         if scope["method"] == "OPTIONS":
@@ -124,7 +151,7 @@ class App:
         except HTTPError as exc:
             return exc
 
-    async def _respond_once(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
+    async def _respond_once(self, scope: HTTPScope, receive: ASGIReceiveCallable, gone: trio.Event,
                             resolved: tuple[Route, dict[str, str]] | HTTPError | None
                             ) -> Response | None:
         """The response; None when the client left before its request was read, or hung up
@@ -136,7 +163,7 @@ class App:
         finally:
             self.on_request_read(scope)
 
-    async def _respond(self, scope: dict[str, Any], receive: Any, gone: trio.Event,
+    async def _respond(self, scope: HTTPScope, receive: ASGIReceiveCallable, gone: trio.Event,
                        resolved: tuple[Route, dict[str, str]] | HTTPError | None) -> Response:
         method = scope["method"]
         if resolved is None:  # a preflight: the CORS headers, if any, are the answer
@@ -147,6 +174,9 @@ class App:
                 raise resolved
             route, params = resolved
             headers = dict(scope["headers"])
+            if (origin := foreign_origin(self.cors_origins, headers)) is not None:
+                raise HTTPError(403, f"cross-origin request refused: {origin} is not in "
+                                     "QUEEN_CORS_ORIGINS (docs/decisions.md#cross-site)")
             subject = await self.auth.authenticate(headers, route.access)
             body = await self._read_body(headers, receive, gone)
             self.on_request_read(scope)
@@ -180,7 +210,7 @@ class App:
             log.exception("request failed", extra={"method": method, "path": path})
             return error_response(500, f"internal error: {type(exc).__name__}")
 
-    async def _read_body(self, headers: dict[bytes, bytes], receive: Any,
+    async def _read_body(self, headers: dict[bytes, bytes], receive: ASGIReceiveCallable,
                          gone: trio.Event) -> bytes:
         declared = headers.get(b"content-length")
         # bytes.isdigit() is ASCII digits; thousands of them int() refuses to read.
@@ -195,6 +225,8 @@ class App:
                 # Gone (or cut off by the read deadline) mid-body: nothing to act on.
                 gone.set()
                 raise _ClientGone
+            if message["type"] != "http.request":
+                break  # nothing else comes on an http scope
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
@@ -222,7 +254,7 @@ def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:
             raise BadRequest(f"{key} must not contain NUL characters")
 
 
-def _path(scope: dict[str, Any]) -> str:
+def _path(scope: HTTPScope) -> str:
     raw_path = scope.get("raw_path") or scope["path"].encode()
     return str(raw_path.decode("utf-8", "replace").split("?", 1)[0])
 
@@ -236,7 +268,7 @@ class _Undelivered(Exception):
 
 
 async def _handle_watched(handler: Handler, broker: Broker, request: Request,
-                          receive: Any) -> Response:
+                          receive: ASGIReceiveCallable) -> Response:
     """The handler's response, with a watcher task that cancels it if the client hangs up."""
     async with trio.open_nursery() as watchers:
         with trio.CancelScope() as handling:
@@ -248,7 +280,8 @@ async def _handle_watched(handler: Handler, broker: Broker, request: Request,
     return response
 
 
-async def _watch_disconnect(receive: Any, gone: trio.Event, handling: trio.CancelScope) -> None:
+async def _watch_disconnect(receive: ASGIReceiveCallable, gone: trio.Event,
+                            handling: trio.CancelScope) -> None:
     """Once the body is read, the only message left is the disconnect."""
     while True:
         message = await receive()
@@ -258,7 +291,7 @@ async def _watch_disconnect(receive: Any, gone: trio.Event, handling: trio.Cance
             return
 
 
-async def _lifespan(receive: Any, send: Any) -> None:
+async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":

@@ -58,14 +58,19 @@ class Identity:
 
 def _fetch_jwks(source: str, timeout: float) -> dict[str, Any]:
     """Blocking: run in a worker thread. A URL, or a file path."""
+    document: object
     if source.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(source, timeout=timeout) as response:
-                return json.load(response)  # type: ignore[no-any-return]
+                document = json.load(response)
         except urllib.error.HTTPError as exc:
             exc.close()  # it holds the response open
             raise
-    return json.loads(Path(source.removeprefix("file://")).read_text())
+    else:
+        document = json.loads(Path(source.removeprefix("file://")).read_text())
+    if not isinstance(document, dict):
+        raise ValueError("a JWKS is a JSON object")
+    return document
 
 
 class Authenticator:

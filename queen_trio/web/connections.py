@@ -29,7 +29,7 @@ from hypercorn.config import Config
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState, LifespanState
+from hypercorn.typing import ASGIFramework, ConnectionState, HTTPScope, LifespanState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 if sys.version_info < (3, 11):
@@ -80,13 +80,13 @@ class ConnectionGate:
         app.on_request_read = self.request_read
         app.hung_up = self.hung_up
 
-    def hung_up(self, scope: dict[str, Any]) -> trio.Event | None:
+    def hung_up(self, scope: HTTPScope) -> trio.Event | None:
         """Set once the client of this request's connection hangs up (None: not ours)."""
         client = scope.get("client")
         stream = self._streams.get(tuple(client)) if client else None
         return None if stream is None else stream.hung_up
 
-    def request_read(self, scope: dict[str, Any]) -> None:
+    def request_read(self, scope: HTTPScope) -> None:
         """The app has read (or given up on) the request of this connection: stop its clock."""
         client = scope.get("client")
         stream = self._streams.get(tuple(client)) if client else None
@@ -222,7 +222,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.aclose()
 
 
-async def serve(app: Any, config: Config, gate: ConnectionGate, *,
+async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 shutdown_trigger: Callable[..., Awaitable[None]],
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """hypercorn (plain HTTP) on `config.bind`, through `gate`'s listeners."""

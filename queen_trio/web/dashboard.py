@@ -13,12 +13,15 @@ import functools
 import hashlib
 from collections.abc import Iterator
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from .http import Response
 from .request import Request
+
+if TYPE_CHECKING:  # importlib.resources.abc is 3.11+
+    from importlib.abc import Traversable
 
 CONTENT_SECURITY_POLICY = (b"default-src 'self'; base-uri 'none'; form-action 'none'; "
                            b"frame-ancestors 'none'; object-src 'none'")
@@ -55,7 +58,7 @@ class Asset:
         return Response(200, self.body, headers)
 
 
-def _files(folder: Any, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+def _files(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:
     for entry in folder.iterdir():
         if entry.is_dir():
             yield from _files(entry, f"{prefix}{entry.name}/")

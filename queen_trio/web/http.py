@@ -35,6 +35,29 @@ def cors_headers(allowed: tuple[str, ...], origin: bytes | None) -> list[tuple[b
     return [(b"access-control-allow-origin", origin), *CORS_HEADERS, *vary]
 
 
+def foreign_origin(allowed: tuple[str, ...], headers: dict[bytes, bytes]) -> str | None:
+    """The origin of a request a page on another origin sent (docs/decisions.md#cross-site),
+    when QUEEN_CORS_ORIGINS does not list it; None for a request to answer. CORS keeps such a
+    page from reading an answer, not from sending the request: a form's POST, or a fetch in
+    no-cors mode, would still push, pop or delete. Clients that are not browsers send neither
+    header; the dashboard is same-origin."""
+    if ANY_ORIGIN in allowed:
+        return None
+    origin = headers.get(b"origin")
+    if origin is not None:
+        text = origin.decode("latin-1").lower()
+        own = headers.get(b"host", b"").decode("latin-1").lower()
+        if text.partition("://")[2] == own or text in allowed:
+            return None
+        return text
+    # A browser's GET without an Origin (no-cors, an <img>): its fetch metadata says where
+    # it came from. A navigation (a link the user follows, the address bar) is answered.
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+    if site in ("cross-site", "same-site") and headers.get(b"sec-fetch-mode") != b"navigate":
+        return f"a {site} page"
+    return None
+
+
 class HTTPError(Exception):
     def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None):
         super().__init__(message)

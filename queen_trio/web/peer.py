@@ -4,7 +4,13 @@ is a 404 there, whatever the token."""
 
 from __future__ import annotations
 
-from typing import Any
+from hypercorn.typing import (
+    ASGIReceiveCallable,
+    ASGISendCallable,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Scope,
+)
 
 from .app import App
 
@@ -19,14 +25,19 @@ class PeerGuard:
         self.app = app
         self.peer_port = peer_port
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        server = scope.get("server")
-        if (scope["type"] == "http" and server is not None and server[1] == self.peer_port
-                and not str(scope.get("path", "")).startswith(ALLOWED_PREFIXES)):
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
+                       send: ASGISendCallable) -> None:
+        if (scope["type"] == "http" and scope["server"] is not None
+                and scope["server"][1] == self.peer_port
+                and not scope["path"].startswith(ALLOWED_PREFIXES)):
             self.app.on_request_read(scope)
-            await send({"type": "http.response.start", "status": 404, "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(REFUSAL)).encode())]})
-            await send({"type": "http.response.body", "body": REFUSAL})
+            start: HTTPResponseStartEvent = {
+                "type": "http.response.start", "status": 404, "trailers": False, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(REFUSAL)).encode())]}
+            await send(start)
+            body: HTTPResponseBodyEvent = {"type": "http.response.body", "body": REFUSAL,
+                                           "more_body": False}
+            await send(body)
             return
         await self.app(scope, receive, send)

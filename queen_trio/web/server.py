@@ -30,11 +30,11 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, nullcontext
-from typing import Any
 
 import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
+from hypercorn.typing import ASGIFramework
 
 from ..broker import Broker, open_broker
 from ..errors import ConfigError
@@ -68,11 +68,12 @@ def hypercorn_config(settings: Settings,
     return config
 
 
-def load_app(spec: str) -> Any:
+def load_app(spec: str) -> ASGIFramework:
     """`module:attr` (--app): another ASGI app served in the broker's place."""
     module, _, attr = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module), attr)
+        app: ASGIFramework = getattr(importlib.import_module(module), attr)
+        return app
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"--app {spec!r} cannot be loaded: {exc}") from None
 
@@ -217,7 +218,7 @@ def connection_gate(settings: Settings) -> ConnectionGate:
                           read_timeout=settings.request_read_timeout_ms / 1000)
 
 
-async def serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
+async def serve_http(app: ASGIFramework, config: HypercornConfig, gate: ConnectionGate,
                      stop: trio.Event, broker: Broker | None, *,
                      task_status: trio.TaskStatus[str]) -> None:
     """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
@@ -247,7 +248,8 @@ async def serve_http(app: Any, config: HypercornConfig, gate: ConnectionGate,
         task_status.started(bound[0] if bound else "")
 
 
-async def _watch_signals(signals: Any, stop: trio.Event, lifecycle: Lifecycle) -> None:
+async def _watch_signals(signals: AsyncIterator[int], stop: trio.Event,
+                         lifecycle: Lifecycle) -> None:
     async for signum in signals:
         name = signal.Signals(signum).name
         if not stop.is_set():

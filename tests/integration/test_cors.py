@@ -74,3 +74,36 @@ async def test_a_star_gives_every_reply_the_reference_headers(open_client):
     assert r.status_code == 204
     assert r.headers["access-control-allow-origin"] == "*"
     assert r.headers["access-control-allow-methods"] == "GET, POST, PUT, DELETE, OPTIONS"
+
+
+@pytest.mark.parametrize("open_client", [(APP,)], indirect=True)
+async def test_a_page_on_another_origin_cannot_push_pop_or_delete(open_client):
+    """CORS keeps a foreign page from reading answers, not from sending requests: a form's
+    POST or a no-cors fetch would still act. Such requests are refused before they act
+    (docs/decisions.md#cross-site); the listed origin, the broker's own and clients that are
+    not browsers are answered."""
+    push = {"items": [{"queue": "q", "payload": {"n": 1}}]}
+    refused = [
+        ("POST", "/api/v1/push", {"origin": ELSEWHERE}),
+        ("POST", "/api/v1/push", {"origin": "null"}),
+        ("DELETE", "/api/v1/resources/queues/q", {"origin": ELSEWHERE}),
+        ("GET", "/api/v1/pop/queue/q?autoAck=true",
+         {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"}),
+        ("GET", "/api/v1/pop/queue/q?autoAck=true",
+         {"sec-fetch-site": "same-site", "sec-fetch-mode": "no-cors"}),
+    ]
+    for method, path, headers in refused:
+        r = await open_client.request(method, path, headers=headers,
+                                      json=push if method == "POST" else None)
+        assert r.status_code == 403, (method, path, headers)
+        assert "cross-origin request refused" in r.json()["error"]
+    # Nothing was pushed by the refused requests.
+    r = await open_client.get("/api/v1/pop/queue/q?wait=false")
+    assert r.status_code == 204
+    for headers in ({"origin": APP}, {"origin": "http://b"}, {},
+                    {"sec-fetch-site": "same-origin", "origin": "http://b"},
+                    {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}):
+        r = await open_client.post("/api/v1/push", json=push, headers=headers)
+        assert r.status_code in (200, 201), (headers, r.text)
+    r = await open_client.get("/api/v1/pop/queue/q?batch=10&wait=false&autoAck=true")
+    assert len(r.json()["messages"]) == 5

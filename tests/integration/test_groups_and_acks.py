@@ -275,8 +275,8 @@ async def test_one_ack_batch_call_settles_acks_of_several_groups(client, broker)
     pairs = [ack_of("g1", one["messages"][0]), ack_of("g2", two["messages"][0], "failed"),
              ack_of("g2", three["messages"][0]), ack_of("g1", three["messages"][0])]
     rows = await broker.db.call(lambda conn: apply_acks(conn, pairs))
-    by_item = {r["item_no"]: r for r in rows if not r["released"]}
-    assert [by_item[n]["success"] for n in (1, 2, 3, 4)] == [True, True, True, False]
-    assert by_item[4]["error"] == "Invalid or expired lease"  # g2's lease, not g1's
-    assert by_item[2]["lease_released"] is True
+    by_item = {r.item_no: r for r in rows if not r.released}
+    assert [by_item[n].success for n in (1, 2, 3, 4)] == [True, True, True, False]
+    assert by_item[4].error == "Invalid or expired lease"  # g2's lease, not g1's
+    assert by_item[2].lease_released is True
     assert data(await pop(client, "fuse", partition="p2", consumerGroup="g2")) == ["b"]

@@ -147,19 +147,96 @@ async def test_transaction_bad_json_is_400(client, raw):
 
 
 @pytest.mark.parametrize("riders", [
-    {"kv": [{"op": "putIfAbsent", "ns": "jobs", "key": "k", "value": True, "forever": True,
-             "required": True}]},
     {"timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
+    {"kv": [{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True}],
+     "timers": [{"op": "schedule", "queue": "q", "timerKey": "t", "delayMs": 1000}]},
 ])
 @pytest.mark.parametrize("operations", [[], [{"type": "push", "queue": "q", "payload": 1}]])
 async def test_a_transaction_with_riders_is_refused_and_commits_nothing(client, broker, riders,
                                                                         operations):
-    """A rider this broker cannot honour is never dropped: the whole transaction is refused."""
+    """A rider this broker cannot honour (timers) is never dropped: the whole transaction is
+    refused, its kv rider included."""
     r = await client.post("/api/v1/transaction", json={"operations": operations, **riders})
     assert r.status_code == 400, r.text
     assert r.json()["error"] == "kv_bad_request"
     assert r.json()["reason"] == "riders_not_supported"
     assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 0
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.kv") == 0
+
+
+def once(key, **extra):
+    return {"op": "putIfAbsent", "ns": "jobs", "key": key, "value": True, "forever": True,
+            "required": True, **extra}
+
+
+async def test_a_kv_rider_alone_is_a_transaction_and_a_second_once_commits_nothing(client,
+                                                                                   broker):
+    first = await transact(client, [], kv=[once("job-1")])
+    assert first["success"] is True
+    assert first["results"] == [{"applied": True, "value": True, "version": first["results"][0]
+                                 ["version"], "expiresAt": None, "op": "putIfAbsent",
+                                 "key": "job-1", "index": 0}]
+    second = await transact(client, [{"type": "push", "queue": "q", "payload": 1}],
+                            kv=[once("job-1")])
+    assert second["success"] is False and second["reason"] == "kv_precondition"
+    assert second["failedIndex"] == 1  # flat: the pushed item is 0
+    assert second["kvReason"] == "exists" and second["value"] is True
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 0
+
+
+async def test_rider_results_follow_the_pushes_and_acks_in_one_commit(client, broker):
+    await push(client, "in", "job")
+    m = (await pop(client, "in"))["messages"][0]
+    body = await transact(client, [ack_op(m), {"type": "push", "items": [
+        {"queue": "out", "payload": 1}, {"queue": "out", "payload": 2}]}],
+        kv=[{"op": "incr", "ns": "c", "key": "done", "delta": 1, "forever": True},
+            {"op": "get", "ns": "c", "key": "done"}])
+    assert body["success"] is True
+    assert [r.get("type") for r in body["results"]] == ["ack", "push", "push", None, None]
+    assert [r["index"] for r in body["results"]] == [0, 1, 2, 3, 4]
+    assert body["results"][3]["value"] == 1 and body["results"][4]["value"] == 1
+
+
+async def test_a_failed_ack_rolls_the_rider_back(client, broker):
+    bogus = {"type": "ack", "transactionId": "nope", "partitionId": TRACE,
+             "consumerGroup": "g", "status": "completed"}
+    body = await transact(client, [bogus], kv=[once("k")])
+    assert body["success"] is False
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.kv") == 0
+
+
+async def test_a_stale_guard_refuses_the_bundle(client, broker):
+    r = await client.post("/api/v1/locks", json={"operations": [
+        {"op": "acquire", "name": "L", "ttlSeconds": 2, "owner": "me"}]})
+    grant = r.json()["results"][0]
+    r = await client.post("/api/v1/locks", json={"operations": [
+        {"op": "renew", "name": "L", "token": grant["token"], "ttlSeconds": 2, "owner": "me"}]})
+    body = await transact(client, [{"type": "push", "queue": "q", "payload": 1}],
+                          kv=[grant["guard"]])
+    assert body["success"] is False and body["kvReason"] == "version"
+    assert body["failedIndex"] == 1 and body["value"]["owner"] == "me"
+    assert body["version"] == r.json()["results"][0]["token"]
+    ok = await transact(client, [{"type": "push", "queue": "q", "payload": 1}],
+                        kv=[r.json()["results"][0]["guard"]])
+    assert ok["success"] is True
+
+
+@pytest.mark.parametrize(("kv", "reason"), [
+    ([{"op": "getPrefix", "ns": "a", "prefix": "x"}], "kv_prefix_in_transaction"),
+    ([{"op": "get", "ns": "a", "key": "k"}] * 65, "kv_too_many_ops"),
+    ([{"op": "nope"}], "kv_unknown_op"),
+    ("x", "kv_bad_request"),
+])
+async def test_a_bad_rider_is_400_and_commits_nothing(client, broker, kv, reason):
+    r = await client.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "queue": "q", "payload": 1}], "kv": kv})
+    assert r.status_code == 400 and r.json()["reason"] == reason
+    assert await db_fetchval(broker.db, "SELECT count(*) FROM queen.segments") == 0
+
+
+async def test_no_operations_and_no_rider_is_still_400(client):
+    r = await client.post("/api/v1/transaction", json={"operations": [], "kv": []})
+    assert r.status_code == 400
 
 
 @pytest.mark.parametrize("riders", [{"kv": []}, {"kv": None, "timers": []}])

@@ -25,17 +25,19 @@ MAY_IMPORT: dict[str, set[str]] = {
     "storage": {FOUNDATION},
     "queues": {"storage", FOUNDATION},
     "consume": {"queues", "storage", FOUNDATION},
-    "push": {"consume", "queues", "storage", FOUNDATION},
+    # KV and locks: the rows, the lock permits in them, the transaction rider's apply.
+    "kv": {"storage", FOUNDATION},
+    "push": {"kv", "consume", "queues", "storage", FOUNDATION},
     # Ephemeral queues: rings in RAM, their declarations and owner in PostgreSQL.
     "ephemeral": {"storage", FOUNDATION},
-    "ops": {"ephemeral", "push", "consume", "queues", "storage", FOUNDATION},
-    "broker": {"ops", "ephemeral", "push", "consume", "queues", "storage", FOUNDATION},
-    "web": {"broker", "ops", "ephemeral", "push", "consume", "queues", "storage",
+    "ops": {"ephemeral", "kv", "push", "consume", "queues", "storage", FOUNDATION},
+    "broker": {"ops", "ephemeral", "kv", "push", "consume", "queues", "storage", FOUNDATION},
+    "web": {"broker", "ops", "ephemeral", "kv", "push", "consume", "queues", "storage",
             FOUNDATION},
     # The command line is a client of the HTTP API: it imports the foundation only (and the
     # server through DOORS).
     "cli": {FOUNDATION},
-    "entry": {"cli", "web", "broker", "ops", "ephemeral", "push", "consume", "queues",
+    "entry": {"cli", "web", "broker", "ops", "ephemeral", "kv", "push", "consume", "queues",
               "storage", FOUNDATION},
 }
 # `queen-trio serve` and `spool retry` (which works on the data directory itself) are the
@@ -67,7 +69,7 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-FOLDERS = {"storage", "queues", "consume", "push", "ops", "ephemeral", "web", "cli"}
+FOLDERS = {"storage", "queues", "kv", "consume", "push", "ops", "ephemeral", "web", "cli"}
 
 
 def room_of(module: str) -> str:

@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+import asyncpg
 import attrs
 
 # `:name`, but not the second colon of a `::type` cast.
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+T = TypeVar("T")
 PLAN_FOR_VALUES_MARK = "-- plan: for its values"
 # Run first, in the query's own transaction (a savepoint inside the caller's).
 _PLAN_FOR_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
+
+
+class Row(Protocol):
+    """A result row read by column name: an asyncpg Record, or a plain dict (unit tests build
+    those). Its columns are as the query names them; what they hold, the query's file says."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 @attrs.frozen
@@ -44,19 +53,20 @@ class Query:
 
     plan_for_values: bool = False
 
-    async def fetch(self, conn: Any, **values: Any) -> list[Any]:
-        return await self._run(conn, conn.fetch, values)  # type: ignore[no-any-return]
+    async def fetch(self, conn: asyncpg.Connection, **values: Any) -> list[asyncpg.Record]:
+        return await self._run(conn, conn.fetch, values)
 
-    async def fetchrow(self, conn: Any, **values: Any) -> Any:
+    async def fetchrow(self, conn: asyncpg.Connection, **values: Any) -> asyncpg.Record | None:
         return await self._run(conn, conn.fetchrow, values)
 
-    async def fetchval(self, conn: Any, **values: Any) -> Any:
+    async def fetchval(self, conn: asyncpg.Connection, **values: Any) -> Any:
         return await self._run(conn, conn.fetchval, values)
 
-    async def execute(self, conn: Any, **values: Any) -> str:
-        return await self._run(conn, conn.execute, values)  # type: ignore[no-any-return]
+    async def execute(self, conn: asyncpg.Connection, **values: Any) -> str:
+        return await self._run(conn, conn.execute, values)
 
-    async def _run(self, conn: Any, run: Any, values: Mapping[str, Any]) -> Any:
+    async def _run(self, conn: asyncpg.Connection, run: Callable[..., Awaitable[T]],
+                   values: Mapping[str, Any]) -> T:
         args = self.args(values)
         if not self.plan_for_values:
             return await run(self.text, *args)

@@ -24,8 +24,8 @@ async def push(broker: Broker, request: Request) -> Response:
 
 
 async def transaction(broker: Broker, request: Request) -> Response:
-    ops, leases = parse_transaction(request.body)
-    reply = await broker.transactions.run(ops, leases, request.subject)
+    parsed = parse_transaction(request.body)
+    reply = await broker.transactions.run(parsed, request.subject)
     broker.activity.record_transaction(
-        [op.ack[1].status for op in ops if op.ack is not None], reply)
-    return json_response(200, reply, items=len(ops))
+        [op.ack[1].status for op in parsed.ops if op.ack is not None], reply)
+    return json_response(200, reply, items=len(parsed.ops))

@@ -23,6 +23,7 @@ from . import (
     ephemeral,
     groups,
     health,
+    kv,
     messages,
     metrics,
     push,
@@ -53,6 +54,9 @@ ROUTES: tuple[Route, ...] = (
     # -- queues --------------------------------------------------------------------------------
     Route("POST", "/api/v1/configure", WRITE, queues.configure),
     Route("DELETE", "/api/v1/resources/queues/:queue", ADMIN, queues.delete),
+    # -- KV and locks (docs/kv-and-locks.md) ----------------------------------------------------
+    Route("POST", "/api/v1/kv", WRITE, kv.kv_batch),
+    Route("POST", "/api/v1/locks", WRITE, kv.locks),
     # -- ephemeral queues (docs/ephemeral.md) ----------------------------------------------
     Route("POST", "/api/v1/ephemeral/configure", WRITE, ephemeral.configure),
     Route("POST", "/api/v1/ephemeral/reset", WRITE, ephemeral.reset),
@@ -75,6 +79,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/v1/resources/partitions", READ, resources.partitions),
     Route("GET", "/api/v1/resources/namespaces", READ, resources.namespaces),
     Route("GET", "/api/v1/resources/tasks", READ, resources.tasks),
+    Route("GET", "/api/v1/resources/kv", READ, kv.namespaces),
+    Route("GET", "/api/v1/resources/kv/:ns", READ, kv.browse),
+    Route("GET", "/api/v1/resources/locks", READ, kv.lock_list),
+    Route("GET", "/api/v1/resources/consumers", READ, kv.consumers),
     # -- messages ------------------------------------------------------------------------------
     Route("GET", "/api/v1/messages", READ, messages.list_messages),
     Route("GET", "/api/v1/messages/:partitionId/:transactionId", READ, messages.get),
@@ -123,10 +131,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/favicon.ico", PUBLIC, dashboard.favicon),
     Route("GET", "/dashboard/*asset", PUBLIC, dashboard.asset),
     # -- the 2.6 client's routes this broker does not have (404 not_implemented) -------------
-    # Kv, locks, timers, offset reads, ephemeral queues, streams: a route that gets built
+    # Timers, offset reads, ephemeral queues, streams: a route that gets built
     # has its handler and level put in place of `PUBLIC, not_implemented`.
-    Route("POST", "/api/v1/kv", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/locks", PUBLIC, not_implemented),
     Route("POST", "/api/v1/timers", PUBLIC, not_implemented),
     Route("GET", "/api/v1/timers/:queue", PUBLIC, not_implemented),
     Route("GET", "/api/v1/timers/:queue/*timerKey", PUBLIC, not_implemented),

@@ -1,15 +1,8 @@
 -- GET /api/v1/resources/overview: counts from the partitions' offsets and the groups' cursors
--- (queen.partition_figures), lag over every (partition, group), each in one pass. Reads no
+-- (queen.partition_totals), lag over every (partition, group), each in one pass. Reads no
 -- message.
 WITH parts AS (
-    SELECT count(*) AS partitions,
-           coalesce(sum(pf.total), 0) AS total,
-           coalesce(sum(pf.pending), 0) AS pending,
-           coalesce(sum(pf.processing), 0) AS processing,
-           coalesce(sum(pf.completed), 0) AS completed,
-           coalesce(sum(pf.retrying), 0) AS failed,
-           coalesce(sum(pf.dead_letters), 0) AS dead_letters
-      FROM queen.partition_figures pf
+    SELECT * FROM queen.partition_totals(NULL)
 ), lag AS (
     SELECT coalesce(avg(l.time_lag), 0) AS time_lag_avg,
            coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.time_lag), 0) AS time_lag_median,

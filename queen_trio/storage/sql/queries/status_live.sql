@@ -1,15 +1,8 @@
 -- GET /api/v1/status: the live counters, leases and dead letters of every queue (or those
 -- named), from offsets, cursors and the dead-letter counts.
 WITH parts AS (
-    SELECT coalesce(sum(pf.total), 0) AS total,
-           coalesce(sum(pf.pending), 0) AS pending,
-           coalesce(sum(pf.processing), 0) AS processing,
-           coalesce(sum(pf.completed), 0) AS completed,
-           coalesce(sum(pf.retrying), 0) AS failed,
-           coalesce(sum(pf.dead_letters), 0) AS dead_letters
-      FROM queen.partition_figures pf
-      JOIN queen.queues q ON q.id = pf.queue_id
-     WHERE :queues::text[] IS NULL OR q.name = ANY (:queues::text[])
+    SELECT t.total, t.pending, t.processing, t.completed, t.failed, t.dead_letters
+      FROM queen.partition_totals(:queues::text[]) t
 ), leases AS (
     SELECT count(DISTINCT gf.live_lease_id) AS active,
            count(gf.live_lease_id) AS partitions_with_leases,

@@ -1,22 +1,9 @@
 -- GET /api/v1/status: per bucket of the range, traffic (every worker's samples, or the named
 -- queues' when :queues is not NULL), system figures, and the cluster's lag snapshots.
 WITH traffic AS (
-    SELECT date_bin(make_interval(mins => :bucket_minutes), w.sampled_at,
-                    timestamptz '2000-01-01 00:00:00+00') AS bucket,
-           sum(w.push_messages) AS ingested, sum(w.ack_messages) AS processed,
-           sum(w.pop_messages) AS popped, sum(w.ack_failed) AS ack_failed,
-           sum(w.dead_lettered) AS dead_lettered
-      FROM queen.worker_samples w
-     WHERE :queues::text[] IS NULL AND w.sampled_at >= :range_from AND w.sampled_at <= :range_to
-     GROUP BY 1
-    UNION ALL
-    SELECT date_bin(make_interval(mins => :bucket_minutes), s.sampled_at,
-                    timestamptz '2000-01-01 00:00:00+00'),
-           sum(s.pushed), sum(s.acked), sum(s.popped), sum(s.ack_failed), sum(s.dead_lettered)
-      FROM queen.queue_samples s
-     WHERE s.queue_name = ANY (:queues::text[])
-       AND s.sampled_at >= :range_from AND s.sampled_at <= :range_to
-     GROUP BY 1
+    SELECT t.bucket, t.pushed AS ingested, t.acked AS processed, t.popped, t.ack_failed,
+           t.dead_lettered
+      FROM queen.traffic_buckets(:bucket_minutes, :range_from, :range_to, :queues::text[]) t
 ), system AS (
     SELECT date_bin(make_interval(mins => :bucket_minutes), w.sampled_at,
                     timestamptz '2000-01-01 00:00:00+00') AS bucket,

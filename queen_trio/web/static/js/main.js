@@ -25,6 +25,9 @@ const ROUTES = [
   [["ephemeral"], "ephemeral"],
   [["analytics"], "analytics"],
   [["system"], "system"],
+  [["kv"], "kv"],
+  [["locks"], "locks"],
+  [["consumers"], "consumers"],
 ];
 // The sidebar entry each page belongs to.
 const NAV = { queue: "queues", group: "groups", message: "messages", trace: "traces" };

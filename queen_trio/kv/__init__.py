@@ -1,0 +1,1 @@
+"""KV, locks and the transaction rider over them (docs/kv-and-locks.md)."""

@@ -1,0 +1,1 @@
+SELECT queen.kv_apply(:ops::jsonb, :budget)::text

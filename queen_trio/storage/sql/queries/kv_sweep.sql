@@ -1,0 +1,1 @@
+SELECT queen.kv_sweep(:now, :batch)

@@ -1,0 +1,1 @@
+SELECT queen.lock_acquire(:name, :owner, :ttl, :lim)::text

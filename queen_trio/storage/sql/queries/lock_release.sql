@@ -1,0 +1,1 @@
+SELECT queen.lock_release(:name, :token, :slot)::text

@@ -1,0 +1,1 @@
+SELECT queen.lock_renew(:name, :token, :slot, :owner, :ttl)::text
