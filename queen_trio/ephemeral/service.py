@@ -15,8 +15,8 @@ from .. import wire
 from ..errors import BadRequest, QueenError
 from ..storage.database import Database
 from ..storage.sql import Q
-from .engine import DEFAULT_PARTITION, DROP_REASONS, Delivered, Engine
-from .options import Options, bad_request, parse_options
+from .engine import DEFAULT_PARTITION, Delivered, Engine
+from .options import bad_request, parse_options
 from .owner import LOCK_KEY, OwnerInfo, Ownership
 from .peers import PeerPool, PeerUnreachable
 
@@ -392,9 +392,3 @@ def wire_bytes(value: Any) -> bytes:
         return b"null"
     return msgspec.json.encode(value)
 
-
-def default_options() -> Options:
-    return Options()
-
-
-DROPS = DROP_REASONS

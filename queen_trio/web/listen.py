@@ -39,9 +39,12 @@ def bind_worker_ports(settings: Settings) -> list[socket.socket]:
     return bound
 
 
-def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
-    host = settings.host.strip("[]")
-    named = f"{settings.source('host')}={settings.host!r}"
+def _bind(settings: Settings, port: int, port_named: str, *,
+          host_field: str = "host") -> socket.socket:
+    """A listening socket on the host `host_field` names (HOST, or QUEEN_PEER_HOST)."""
+    raw_host = getattr(settings, host_field)
+    host = raw_host.strip("[]")
+    named = f"{settings.source(host_field)}={raw_host!r}"
     try:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
@@ -57,7 +60,7 @@ def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(
-            f"cannot listen on {settings.host}:{port} ({named}, {port_named}): "
+            f"cannot listen on {raw_host}:{port} ({named}, {port_named}): "
             f"{exc.strerror}") from None
     return sock
 
@@ -69,24 +72,9 @@ def bind_peer(settings: Settings) -> tuple[socket.socket, str]:
     port = settings.peer_port
     if port and settings.worker_index is not None:
         port += settings.worker_index - 1
+    sock = _bind(settings, port, f"{settings.source('peer_port')}={settings.peer_port}",
+                 host_field="peer_host")
     host = settings.peer_host.strip("[]")
-    named = f"{settings.source('peer_host')}={settings.peer_host!r}"
-    try:
-        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ConfigError(f"{named} does not resolve: {exc.strerror}") from None
-    family, kind, proto, _, address = found[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(address)
-        sock.listen(BACKLOG)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen for peers on {settings.peer_host}:{port} ({named}, "
-                          f"{settings.source('peer_port')}): {exc.strerror}") from None
     advertised = settings.advertise_address or host
     if advertised in ("", "0.0.0.0", "::"):  # noqa: S104 - a bind-all host is not an address
         advertised = socket.gethostname()
