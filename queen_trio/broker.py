@@ -7,6 +7,7 @@ accepted group is flushed, then stops the services, then closes the pool.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from . import wire
 from .consume.acks import AckLane
 from .consume.pop import Consumer
 from .consume.wakeups import NotifyListener, WakeRegistry
+from .ephemeral.service import Ephemeral
 from .kv.store import KvStore
 from .ops.activity import Activity
 from .ops.kv_sweep import KvSweeper
@@ -70,6 +72,7 @@ class Broker:
     activity: Activity
     sampler: StatsSampler
     stats_maintenance: StatsMaintenance
+    ephemeral: Ephemeral
     kv: KvStore
     kv_sweeper: KvSweeper
     timers: TimerService
@@ -96,7 +99,8 @@ class Broker:
             encryption=self.cipher.status, kv=self.kv.statistics(),
             streams_cycles=self.streams.statistics().cycles,
             streams_retries=self.streams.statistics().retries,
-            timers=self.timers.statistics(), sweeper=self.sweeper.statistics())
+            timers=self.timers.statistics(), sweeper=self.sweeper.statistics(),
+            ephemeral=self.ephemeral.statistics())
 
     def stats_age(self) -> int:
         return self.sampler.stats_age()
@@ -111,8 +115,11 @@ class Broker:
 
 @asynccontextmanager
 async def open_broker(settings: Settings, database_url: str, *,
-                      migrate: bool = True) -> AsyncIterator[Broker]:
-    """`migrate` False: the schema is known to be current (a supervisor migrated it)."""
+                      migrate: bool = True,
+                      peer_address: str | None = None) -> AsyncIterator[Broker]:
+    """`migrate` False: the schema is known to be current (a supervisor migrated it).
+    `peer_address` (host:port): where the other broker processes reach this one's peer
+    listener (the ephemeral owner's relays); None when it has none."""
     # Before anything else: a spool directory another broker holds refuses to start.
     if settings.worker_index is None:
         # A single broker takes over what workers of an earlier supervisor left.
@@ -137,7 +144,8 @@ async def open_broker(settings: Settings, database_url: str, *,
             lock_timeout_ms=min(settings.db_lock_timeout_ms, settings.kv_statement_timeout_ms),
             connect_timeout_ms=settings.db_connection_timeout_ms, name="kv",
         ) as kv_db:
-            async with _broker_tree(settings, database_url, db, kv_db, spool) as broker:
+            async with _broker_tree(settings, database_url, db, kv_db, spool,
+                                    peer_address) as broker:
                 yield broker
     finally:
         with trio.CancelScope(shield=True):
@@ -145,7 +153,7 @@ async def open_broker(settings: Settings, database_url: str, *,
 
 
 def _services(settings: Settings, database_url: str, db: Database, kv_db: Database,
-              spool: Spool) -> Broker:
+              spool: Spool, peer_address: str | None = None) -> Broker:
     cipher = PayloadCipher(settings.encryption_key)
     wakeups = WakeRegistry()
     queues = Queues(db)
@@ -189,6 +197,10 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
         identity=identity, activity=activity,
         sampler=StatsSampler(db, identity, interval=settings.stats_interval_seconds),
         stats_maintenance=StatsMaintenance(db, retention_days=settings.metrics_retention_days),
+        ephemeral=Ephemeral(db, database_url,
+                            member_id=f"{identity.worker_id}/{secrets.token_hex(3)}",
+                            address=peer_address, max_bytes=settings.ephemeral_max_bytes,
+                            interval=settings.ephemeral_heartbeat_seconds),
         kv=kv, kv_sweeper=KvSweeper(kv, interval=settings.kv_sweep_interval_seconds),
         timers=timers, sweeper=sweeper, reader=OffsetReader(db, cipher),
     )
@@ -199,8 +211,8 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
 
 @asynccontextmanager
 async def _broker_tree(settings: Settings, database_url: str, db: Database, kv_db: Database,
-                       spool: Spool) -> AsyncIterator[Broker]:
-    broker = _services(settings, database_url, db, kv_db, spool)
+                       spool: Spool, peer_address: str | None = None) -> AsyncIterator[Broker]:
+    broker = _services(settings, database_url, db, kv_db, spool, peer_address)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.lane.run)
         async with trio.open_nursery() as services:
@@ -213,6 +225,7 @@ async def _broker_tree(settings: Settings, database_url: str, db: Database, kv_d
             await services.start(broker.ack_lane.run)
             await services.start(broker.consumer.run)
             await services.start(broker.sweeper.run)
+            await services.start(broker.ephemeral.run)
             await services.start(spool.run_replay, db, broker.queues, broker.cipher)
             try:
                 yield broker

@@ -597,6 +597,28 @@ class Settings:
         doc="push bytes the broker holds in memory while they wait for their commit; a push "
             "that would pass it stores nothing and answers 503 with `Retry-After: 1` (see "
             "[Limits and overload](#limits-and-overload))")
+    # Ephemeral queues (docs/ephemeral.md).
+    ephemeral_max_bytes: int = setting(
+        256 * 1024 * 1024, env="QUEEN_EPHEMERAL_MAX_BYTES", check=POSITIVE,
+        doc="the RAM the ephemeral queues of the owning process may hold (payloads plus a "
+            "small cell each); a push past it answers 503 `ephemeral_unavailable`")
+    ephemeral_heartbeat_seconds: float = setting(
+        1.0, env="QUEEN_EPHEMERAL_HEARTBEAT_MS", parse=parse_int, milliseconds=True,
+        check=POSITIVE,
+        doc="how often each process writes its membership heartbeat and tries the ephemeral "
+            "owner's lock, in ms: a dead owner's rings move within about this long")
+    peer_host: str = setting(
+        "127.0.0.1", env="QUEEN_PEER_HOST",
+        doc="where each broker process listens for requests its peers relay to it (the "
+            "ephemeral owner); loopback serves the workers and brokers of one host")
+    peer_port: int = setting(
+        0, env="QUEEN_PEER_PORT", check=between(0, 65535),
+        doc="the peer listener's port; `0` picks a free one. With `--workers N`, worker K "
+            "listens on this port plus K - 1")
+    advertise_address: str | None = setting(
+        None, env="QUEEN_ADVERTISE_ADDRESS", shown="`QUEEN_PEER_HOST`",
+        doc="the host name or address other broker processes reach this one's peer "
+            "listener at (set it when brokers run on several hosts)")
     request_read_timeout_ms: int = setting(
         30_000, env="QUEEN_REQUEST_READ_TIMEOUT", check=POSITIVE,
         doc="ms within which a request's line, headers and whole body must arrive, counted "
@@ -793,9 +815,9 @@ class Settings:
 
     @property
     def embedded_max_connections(self) -> int:
-        """The embedded cluster's max_connections: every worker's pools and LISTEN connection,
-        and a reserve; at least PostgreSQL's default."""
-        return max(self.workers * (self.pool_per_worker + self.kv_pool_size + 1)
+        """The embedded cluster's max_connections: every worker's pools, LISTEN connection and
+        ephemeral membership session, and a reserve; at least PostgreSQL's default."""
+        return max(self.workers * (self.pool_per_worker + self.kv_pool_size + 2)
                    + RESERVED_CONNECTIONS,
                    MIN_EMBEDDED_CONNECTIONS)
 

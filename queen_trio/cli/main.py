@@ -21,6 +21,7 @@ from . import (
     consuming,
     contexts,
     coordination,
+    ephemeral,
     groups,
     manifests,
     probes,
@@ -93,7 +94,7 @@ for command in (serve, probes.ping, probes.version, probes.status, probes.lag,
                 groups.group, groups.replay, producing.push, consuming.pop, consuming.ack,
                 consuming.tail, manifests.apply, traces.trace, traces.traces, probes.metrics,
                 coordination.kv, coordination.locks, stream_queries.streams, timers.timers,
-                timers.fetch, spool, contexts.context, completion):
+                timers.fetch, ephemeral.ephemeral, spool, contexts.context, completion):
     root.add_command(command)
 
 

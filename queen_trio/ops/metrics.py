@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from .. import __version__, wire
 from ..consume.fusion import FusionStatistics
 from ..consume.wakeups import ListenerStatistics, WakeStatistics
+from ..ephemeral.service import EphemeralStatistics
 from ..kv.store import KvStatistics
 from ..push.lane import LaneStatistics
 from ..push.spool import SpoolStatistics
@@ -108,6 +109,7 @@ class ProcessFigures:
     stats_samples: int
     stats_failures: int
     encryption: EncryptionStatus = EncryptionStatus(False)
+    ephemeral: EphemeralStatistics | None = None
     kv: KvStatistics | None = None
     # Streams cycles by outcome (committed, failed, replayed, refused) and the transactions
     # retried after a deadlock or a serialization failure (queen_trio/streams/service.py).
@@ -301,6 +303,8 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     g("queen_encryption_key_malformed", "1 when QUEEN_ENCRYPTION_KEY is set but cannot be used "
       "(encryption is then off: queues with encryptionEnabled store plaintext).",
       int(f.encryption.malformed))
+    if f.ephemeral is not None:
+        _ephemeral_families(f.ephemeral, g, c)
     if f.kv is not None:
         _kv_families(f.kv, book)
     for outcome, n in sorted(f.streams_cycles.items()):
@@ -309,6 +313,16 @@ def worker_families(f: ProcessFigures) -> list[Family]:
           "body named an unknown op or status).", n, outcome=outcome)
     c("queen_streams_cycle_retries_total", "Streams cycle transactions retried after a "
       "deadlock or a serialization failure.", f.streams_retries)
+    _timer_families(f, book)
+    c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
+    c("queen_stats_sample_failures_total", "Samples that could not be written.",
+      f.stats_failures)
+    return book.families()
+
+
+def _timer_families(f: ProcessFigures, book: FamilyBook) -> None:
+    """The timer ops applied here and what this process's sweeper fired."""
+    c = book.counter
     if f.timers is not None:
         for verdict in ("scheduled", "rescheduled", "cancelled", "absent", "too_late"):
             c("queen_timer_ops_total", "Timer ops applied here, by their status.",
@@ -329,10 +343,6 @@ def worker_families(f: ProcessFigures) -> list[Family]:
                  "timer was taken to be pushed.",
                  HistogramSnapshot(LATENESS_BUCKETS, sw.lateness_counts, sw.lateness_sum,
                                    sum(sw.lateness_counts)))
-    c("queen_stats_samples_total", "Samples this process wrote.", f.stats_samples)
-    c("queen_stats_sample_failures_total", "Samples that could not be written.",
-      f.stats_failures)
-    return book.families()
 
 
 def _kv_families(kv: KvStatistics, book: FamilyBook) -> None:
@@ -519,5 +529,34 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
         "statsAge": stats_age,
         "encryption": f.encryption.to_wire(),
         "streams": {"cycles": dict(f.streams_cycles), "retries": f.streams_retries},
+        "ephemeral": None if f.ephemeral is None else {
+            "owner": f.ephemeral.owner, "queues": f.ephemeral.queues,
+            "messages": f.ephemeral.messages, "bytes": f.ephemeral.bytes,
+            "pushed": f.ephemeral.pushed, "popped": f.ephemeral.popped,
+            "acked": f.ephemeral.acked, "drops": dict(f.ephemeral.drops),
+            "relayed": f.ephemeral.relayed, "relayFailures": f.ephemeral.relay_failures,
+            "waiting": f.ephemeral.waiting},
     }
+
+
+def _ephemeral_families(e: EphemeralStatistics, g: Any, c: Any) -> None:
+    """The ephemeral queues' families: only the owner holds rings, so only its depth and
+    bytes are non-zero; every process counts what it relayed."""
+    g("queen_ephemeral_owner", "1 on the process that owns the ephemeral rings.", int(e.owner))
+    c("queen_ephemeral_relayed_total", "Ephemeral requests relayed to the owner.", e.relayed)
+    c("queen_ephemeral_relay_failures_total", "Relays that found no owner answering.",
+      e.relay_failures)
+    g("queen_ephemeral_waiting_pops", "Ephemeral pops parked here.", e.waiting)
+    for q in e.per_queue:
+        g("queen_ephemeral_depth", "Messages an ephemeral queue holds.", q["depth"],
+          queue=q["queue"])
+        g("queen_ephemeral_bytes", "Payload bytes an ephemeral queue holds.", q["bytes"],
+          queue=q["queue"])
+        c("queen_ephemeral_pushed_total", "Messages pushed to an ephemeral queue.",
+          q["pushed"], queue=q["queue"])
+        c("queen_ephemeral_popped_total", "Messages popped from an ephemeral queue.",
+          q["popped"], queue=q["queue"])
+        for reason, n in sorted(q["drops"].items()):
+            c("queen_ephemeral_dropped_total", "Messages an ephemeral queue dropped, by "
+              "reason (bounds, ttl, retry).", n, queue=q["queue"], reason=reason)
 

@@ -39,9 +39,12 @@ def bind_worker_ports(settings: Settings) -> list[socket.socket]:
     return bound
 
 
-def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
-    host = settings.host.strip("[]")
-    named = f"{settings.source('host')}={settings.host!r}"
+def _bind(settings: Settings, port: int, port_named: str, *,
+          host_field: str = "host") -> socket.socket:
+    """A listening socket on the host `host_field` names (HOST, or QUEEN_PEER_HOST)."""
+    raw_host = getattr(settings, host_field)
+    host = raw_host.strip("[]")
+    named = f"{settings.source(host_field)}={raw_host!r}"
     try:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
@@ -57,6 +60,24 @@ def _bind(settings: Settings, port: int, port_named: str) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(
-            f"cannot listen on {settings.host}:{port} ({named}, {port_named}): "
+            f"cannot listen on {raw_host}:{port} ({named}, {port_named}): "
             f"{exc.strerror}") from None
     return sock
+
+
+def bind_peer(settings: Settings) -> tuple[socket.socket, str]:
+    """This process's peer listener (QUEEN_PEER_HOST, QUEEN_PEER_PORT; worker K adds K - 1)
+    and the address its peers reach it at (QUEEN_ADVERTISE_ADDRESS, else the peer host), as
+    `host:port`. The other broker processes relay ephemeral requests to it."""
+    port = settings.peer_port
+    if port and settings.worker_index is not None:
+        port += settings.worker_index - 1
+    sock = _bind(settings, port, f"{settings.source('peer_port')}={settings.peer_port}",
+                 host_field="peer_host")
+    host = settings.peer_host.strip("[]")
+    advertised = settings.advertise_address or host
+    if advertised in ("", "0.0.0.0", "::"):  # noqa: S104 - a bind-all host is not an address
+        advertised = socket.gethostname()
+    if ":" in advertised and not advertised.startswith("["):
+        advertised = f"[{advertised}]"
+    return sock, f"{advertised}:{sock.getsockname()[1]}"

@@ -45,7 +45,8 @@ from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
 from .connections import ConnectionGate
 from .connections import serve as serve_connections
-from .listen import BACKLOG, bind_listener, bind_worker_ports
+from .listen import BACKLOG, bind_listener, bind_peer, bind_worker_ports
+from .peer import PeerGuard
 from .routes import create_app
 
 log = logging.getLogger("queen_trio.server")
@@ -159,10 +160,16 @@ async def serve_app(settings: Settings, database_url: str | None, auth: Authenti
                          task_status=task_status)
         return
     assert database_url is not None and auth is not None
-    async with open_broker(settings, database_url, migrate=migrate) as broker:
+    # The peer listener: hypercorn serves it like the others; the other broker processes
+    # relay ephemeral requests to this process through it (docs/ephemeral.md#owner).
+    peer, peer_address = bind_peer(settings)
+    config.bind.append(f"fd://{peer.detach()}")
+    async with open_broker(settings, database_url, migrate=migrate,
+                           peer_address=peer_address) as broker:
         app = create_app(broker, auth)
         gate.attach(app)
-        await serve_http(app, config, gate, stop, broker, task_status=task_status)
+        guarded = PeerGuard(app, int(peer_address.rsplit(":", 1)[1]))
+        await serve_http(guarded, config, gate, stop, broker, task_status=task_status)
 
 
 @asynccontextmanager

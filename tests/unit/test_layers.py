@@ -31,18 +31,21 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Timers fire through the push path; offset reads only read storage.
     "timers": {"push", "consume", "queues", "storage", FOUNDATION},
     "reads": {"storage", FOUNDATION},
-    "ops": {"timers", "reads", "kv", "push", "consume", "queues", "storage", FOUNDATION},
+    # Ephemeral queues: rings in RAM, their declarations and owner in PostgreSQL.
+    "ephemeral": {"storage", FOUNDATION},
+    "ops": {"timers", "reads", "ephemeral", "kv", "push", "consume", "queues", "storage",
+            FOUNDATION},
     "streams": {"push", "consume", "queues", "storage", FOUNDATION},
-    "broker": {"streams", "ops", "timers", "reads", "kv", "push", "consume", "queues",
-               "storage", FOUNDATION},
-    "web": {"broker", "streams", "ops", "timers", "reads", "kv", "push", "consume", "queues",
-            "storage",
+    "broker": {"streams", "ops", "timers", "reads", "ephemeral", "kv", "push", "consume",
+               "queues", "storage", FOUNDATION},
+    "web": {"broker", "streams", "ops", "timers", "reads", "ephemeral", "kv", "push", "consume",
+            "queues", "storage",
             FOUNDATION},
     # The command line is a client of the HTTP API: it imports the foundation only (and the
     # server through DOORS).
     "cli": {FOUNDATION},
-    "entry": {"cli", "web", "broker", "streams", "ops", "timers", "reads", "kv", "push",
-              "consume", "queues", "storage", FOUNDATION},
+    "entry": {"cli", "web", "broker", "streams", "ops", "timers", "reads", "ephemeral", "kv",
+              "push", "consume", "queues", "storage", FOUNDATION},
 }
 # `queen-trio serve` and `spool retry` (which works on the data directory itself) are the
 # command line's doors into the server's code, opened inside the command's function so that
@@ -73,8 +76,8 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-FOLDERS = {"storage", "queues", "kv", "consume", "push", "timers", "reads", "ops", "streams",
-           "web", "cli"}
+FOLDERS = {"storage", "queues", "kv", "consume", "push", "timers", "reads", "ephemeral", "ops",
+           "streams", "web", "cli"}
 
 
 def room_of(module: str) -> str:

@@ -146,7 +146,8 @@ def test_the_checks_see_a_hidden_route_and_a_literal_after_a_parameter():
 def test_only_pops_wait_and_only_when_asked():
     waiting = {r.path for r in ROUTES if r.waits is not Waits.NEVER}
     assert waiting == {"/api/v1/pop", "/api/v1/pop/queue/:queue",
-                       "/api/v1/pop/queue/:queue/partition/:partition"}
+                       "/api/v1/pop/queue/:queue/partition/:partition",
+                       "/api/v1/ephemeral/pop"}
     assert {r.waits for r in ROUTES if r.path in waiting} == {Waits.WHEN_ASKED}
 
     def request(query: dict[str, str]) -> Request:

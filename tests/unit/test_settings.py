@@ -114,7 +114,8 @@ def test_each_worker_gets_a_share_of_the_pool_and_the_cluster_room_for_all() -> 
     assert four.pool_per_worker == 6  # never below the push shards + 2
     eight = Settings(workers=8, db_pool_size=160, push_shards=4)
     assert eight.pool_per_worker == 20
-    assert eight.embedded_max_connections == 8 * (21 + 4) + 10  # every pool (KV's too), LISTEN, the reserve
+    # every pool (KV's too), LISTEN and the ephemeral membership session, the reserve
+    assert eight.embedded_max_connections == 8 * (21 + 4 + 1) + 10
 
 
 def test_a_worker_spools_in_a_directory_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from . import (
     analytics,
     consume,
     dashboard,
+    ephemeral,
     groups,
     health,
     kv,
@@ -59,6 +60,15 @@ ROUTES: tuple[Route, ...] = (
     # -- KV and locks (docs/kv-and-locks.md) ----------------------------------------------------
     Route("POST", "/api/v1/kv", WRITE, kv.kv_batch),
     Route("POST", "/api/v1/locks", WRITE, kv.locks),
+    # -- ephemeral queues (docs/ephemeral.md) ----------------------------------------------
+    Route("POST", "/api/v1/ephemeral/configure", WRITE, ephemeral.configure),
+    Route("POST", "/api/v1/ephemeral/reset", WRITE, ephemeral.reset),
+    Route("POST", "/api/v1/ephemeral/push", PUSH, ephemeral.push),
+    Route("POST", "/api/v1/ephemeral/ack", WRITE, ephemeral.ack),
+    Route("GET", "/api/v1/ephemeral/pop", WRITE, ephemeral.pop, LONG_POLL),
+    Route("GET", "/api/v1/ephemeral/queues", READ, ephemeral.queues),
+    Route("GET", "/api/v1/ephemeral/queues/:queue/depth", READ, ephemeral.depth),
+    Route("DELETE", "/api/v1/ephemeral/queue/:queue", WRITE, ephemeral.delete),
     # -- traces --------------------------------------------------------------------------------
     Route("POST", "/api/v1/traces", WRITE, traces.record),
     Route("GET", "/api/v1/traces/names", READ, traces.names),
@@ -140,17 +150,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/dashboard/", PUBLIC, dashboard.page),
     Route("GET", "/favicon.ico", PUBLIC, dashboard.favicon),
     Route("GET", "/dashboard/*asset", PUBLIC, dashboard.asset),
-    # -- the 2.6 client's routes this broker does not have (404 not_implemented) -------------
-    # Ephemeral queues: a route that gets built
-    # has its handler and level put in place of `PUBLIC, not_implemented`.
-    Route("POST", "/api/v1/ephemeral/configure", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/ephemeral/reset", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/ephemeral/push", PUBLIC, not_implemented),
-    Route("POST", "/api/v1/ephemeral/ack", PUBLIC, not_implemented),
-    Route("GET", "/api/v1/ephemeral/pop", PUBLIC, not_implemented),
-    Route("GET", "/api/v1/ephemeral/queues", PUBLIC, not_implemented),
-    Route("GET", "/api/v1/ephemeral/queues/:queue/depth", PUBLIC, not_implemented),
-    Route("DELETE", "/api/v1/ephemeral/queue/:queue", PUBLIC, not_implemented),
+    # A route of the 2.6 client this broker does not have would go last, as
+    # `Route(METHOD, PATH, PUBLIC, not_implemented)` (404 not_implemented); none today.
 )
 
 # The (method, path) of every route still answered 404 not_implemented.

@@ -32,10 +32,8 @@ async def main(url: str) -> dict:
         await q.queue("sf.plain").limit(1).wait(True).timeout_millis(2000).consume(handler)
         r["consume_handed"] = handed
 
-        try:
-            await q.ephemeral.push("sf.presence", [{"user": "a"}])
-        except Exception as exc:  # noqa: BLE001 -- the refusal is what is reported
-            r["ephemeral"] = refusal(exc)
+        # Ephemeral queues are built (docs/ephemeral.md).
+        r["ephemeral"] = await q.ephemeral.push("sf.presence", [{"user": "a"}])
         # KV is built (docs/kv-and-locks.md): a missing key is a result, not an error.
         r["kv"] = dict(await q.kv.get("sf", "key"))
         # A transaction's kv rider is honoured: the gate holds the second time.

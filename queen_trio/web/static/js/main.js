@@ -26,6 +26,7 @@ const ROUTES = [
   [["traces", ":name"], "trace"],
   [["timers"], "timers"],
   [["timers", ":queue"], "timers"],
+  [["ephemeral"], "ephemeral"],
   [["analytics"], "analytics"],
   [["system"], "system"],
   [["kv"], "kv"],

@@ -1,0 +1,2 @@
+"""Ephemeral queues: in-memory request/reply rings with one owner process per database
+(docs/ephemeral.md)."""
