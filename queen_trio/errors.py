@@ -26,6 +26,10 @@ class NotFound(QueenError):
     """The request names a queue, partition, message or other resource that does not exist."""
 
 
+class TooLarge(QueenError):
+    """A body past QUEEN_MAX_BODY_BYTES, counted as it is sent or once decompressed: a 413."""
+
+
 class Conflict(QueenError):
     """The resource exists but is not in a state that allows the request."""
 

@@ -102,7 +102,13 @@ def _refuse_riders(decoded: _WireTransaction) -> None:
                                     "broker yet; nothing was committed")
 
 
-def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
+def parse_transaction(body: bytes, pushed: list[PushItem] | None = None
+                      ) -> tuple[list[_Op], list[uuid.UUID]]:
+    """The operations and required leases of a JSON transaction body. `pushed`: the pushes of
+    a binary transaction (push/binary.py), whose `body` is the JSON head; they follow the
+    head's operations, in the order written, and a head may then carry no operation."""
+    if pushed and not body.strip():
+        body = b"{}"
     try:
         decoded = wire.decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
@@ -110,9 +116,10 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
     _refuse_riders(decoded)
-    if decoded.operations is UNSET:
+    if decoded.operations is UNSET and not pushed:
         raise BadRequest("operations array required")
-    if not decoded.operations:
+    operations = [] if decoded.operations is UNSET else decoded.operations
+    if not operations and not pushed:
         raise BadRequest("operations array cannot be empty")
     leases: list[uuid.UUID] = []
     if decoded.requiredLeases not in (UNSET, None):
@@ -120,7 +127,7 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
             raise BadRequest("requiredLeases must be an array of lease ids")
         leases = [wire.parse_uuid(v, "requiredLeases entry") for v in decoded.requiredLeases]
     ops: list[_Op] = []
-    for n, raw in enumerate(decoded.operations):
+    for n, raw in enumerate(operations):
         where = f" (operation {n})"
         try:
             op = _OP.decode(raw)
@@ -144,6 +151,9 @@ def parse_transaction(body: bytes) -> tuple[list[_Op], list[uuid.UUID]]:
                                 parse_ack(fields, where))))
         else:
             raise BadRequest(f"Unknown operation type{where}: {op.type!r}")
+    for carried in pushed or ():
+        carried.index = len(ops)
+        ops.append(_Op(push=carried))
     return ops, leases
 
 

@@ -16,7 +16,15 @@ import trio
 
 from .. import wire
 from ..broker import Broker
-from ..errors import BadRequest, Conflict, DatabaseUnavailable, NotFound, Overloaded, QueenError
+from ..errors import (
+    BadRequest,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    Overloaded,
+    QueenError,
+    TooLarge,
+)
 from .access import access_log, log_request
 from .auth import Authenticator
 from .http import HTTPError, Response, cors_headers, error_response
@@ -32,6 +40,7 @@ STATUS_OF: dict[type[QueenError], int] = {
     Conflict: 409,
     DatabaseUnavailable: 503,
     Overloaded: 503,
+    TooLarge: 413,
 }
 
 # Query parameters that carry a name: capped like every name (wire.name), on every route.
