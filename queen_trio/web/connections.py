@@ -248,7 +248,7 @@ class _Connection(TCPServer):
         self._head = b""  # a response head waiting for its body
         self._idle_at = math.inf  # the keep-alive deadline while idle; inf while serving
         self._idle_scope: trio.CancelScope | None = None
-        self._moved = False
+        self._now_idle: trio.Event | None = None  # set once idle, while the server stops
 
     async def protocol_send(self, event: Event) -> None:
         if isinstance(event, RawData):
@@ -264,9 +264,10 @@ class _Connection(TCPServer):
         elif isinstance(event, Updated):
             self._idle_at = (trio.current_time() + self.config.keep_alive_timeout
                              if event.idle else math.inf)
-            self._moved = True
             if self._idle_scope is not None:
-                self._idle_scope.cancel()
+                self._idle_scope.deadline = self._idle_at
+            if event.idle and self._now_idle is not None:
+                self._now_idle.set()
         else:
             if isinstance(event, Closed) and self._head:
                 head, self._head = self._head, b""
@@ -275,17 +276,15 @@ class _Connection(TCPServer):
 
     async def _idle_timeout(self) -> None:
         """Started once per connection (by `run`): closes the connection once it has been
-        idle for the keep-alive timeout, or at once when the server stops while it is idle."""
+        idle for the keep-alive timeout, or, once the server stops, as soon as it is idle.
+        A request moves the deadline (to never, then to the timeout after its answer): no
+        task, and no wake-up of this one, per request."""
         self._idle_at = trio.current_time() + self.config.keep_alive_timeout
-        while True:
-            self._moved = False
-            with trio.CancelScope(deadline=self._idle_at) as self._idle_scope:
-                if self._idle_at == math.inf:
-                    await trio.sleep_forever()
-                await self.context.terminated.wait()
-                break  # the server stops while the connection is idle
-            if not self._moved:
-                break  # idle for the whole keep-alive timeout
+        with trio.CancelScope(deadline=self._idle_at) as self._idle_scope:
+            await self.context.terminated.wait()
+            while self._idle_at == math.inf:  # the server stops: let the request finish
+                self._now_idle = trio.Event()
+                await self._now_idle.wait()
         self._idle_scope = None
         with trio.CancelScope(shield=True):
             await self._initiate_server_close()
