@@ -45,6 +45,7 @@ _PUSH_FLAGS = FLAG_ZSTD | FLAG_COUNTS | FLAG_TXN | FLAG_FRAMES
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _RAW = msgspec.json.Decoder(msgspec.Raw)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 # A frame: u32 len | u8 0 | 16 id bytes | u16 txid len; then txid and payload.
 _FRAME_HEAD = 4 + 1 + 16 + 2
 
@@ -157,25 +158,65 @@ def _names(reader: _Reader, group: int) -> tuple[str, str]:
     return queue, partition
 
 
-def _item(index: int, queue: str, partition: str, txid: str, payload: bytes) -> PushItem:
-    where = f" (item {index})"
-    if txid:
-        txid = wire.name(txid, "TransactionId", where)
-    message_id = ids.new_id()
-    return PushItem(index=index, queue=queue, partition=partition,
-                    # A generated transaction id is the message's own id
-                    # (docs/decisions.md#generated-transaction-ids).
-                    transaction_id=txid or str(message_id),
-                    payload=_payload(payload, where), message_id=message_id)
+def _valid_payloads(payloads: list[bytes], first: int) -> None:
+    """Every payload strict JSON, checked in one pass over them all as a JSON array; only a
+    batch that fails that is checked payload by payload, for the error that names it."""
+    joined = b"[" + b",".join(payloads) + b"]"
+    try:
+        joined.decode("utf-8")
+        for payload in payloads:  # each one's own depth (mostly a count of its brackets)
+            wire.check_depth(payload)
+        spans = _RAWS.decode(joined)
+        # Each element must be exactly its payload: two bad payloads can make one good array.
+        if len(spans) == len(payloads) and all(
+                bytes(span) == payload for span, payload in zip(spans, payloads, strict=True)):
+            return
+    except (UnicodeDecodeError, BadRequest, msgspec.DecodeError, RecursionError):
+        pass
+    for n, payload in enumerate(payloads):
+        _payload(payload, f" (item {first + n})")
+
+
+def _group_items(items: list[PushItem], queue: str, partition: str, txids: list[str],
+                 payloads: list[bytes]) -> None:
+    """One group's items, in order, with the broker's ids."""
+    _valid_payloads(payloads, len(items))
+    for txid, payload in zip(txids, payloads, strict=True):
+        if txid:
+            txid = wire.name(txid, "TransactionId", f" (item {len(items)})")
+        message_id = ids.new_id()
+        items.append(PushItem(index=len(items), queue=queue, partition=partition,
+                              # A generated transaction id is the message's own id
+                              # (docs/decisions.md#generated-transaction-ids).
+                              transaction_id=txid or str(message_id), payload=payload,
+                              message_id=message_id))
 
 
 def _plain_groups(reader: _Reader, with_txn: bool, items: list[PushItem]) -> None:
+    data = reader.data
     for group in range(reader.u32("group count")):
         queue, partition = _names(reader, group)
-        for _ in range(reader.u32("item count")):
-            txid = reader.text16("transaction id") if with_txn else ""
-            payload = reader.take(reader.u32("payload length"), "payload")
-            items.append(_item(len(items), queue, partition, txid, payload))
+        count = reader.u32("item count")
+        txids: list[str] = []
+        payloads: list[bytes] = []
+        at = reader.at
+        for _ in range(count):
+            if with_txn:
+                reader.at = at
+                txids.append(reader.text16("transaction id"))
+                at = reader.at
+            else:
+                txids.append("")
+            if at + 4 > len(data):
+                raise BadRequest("Invalid binary push: truncated in payload length")
+            (length,) = _U32.unpack_from(data, at)
+            end = at + 4 + length
+            if end > len(data):
+                raise BadRequest("Invalid binary push: truncated in payload")
+            payloads.append(data[at + 4:end])
+            at = end
+        reader.at = at
+        _group_items(items, queue, partition, txids, payloads)
     reader.done("the last group")
 
 
@@ -187,6 +228,8 @@ def _framed_groups(reader: _Reader, budget: _Budget, items: list[PushItem]) -> N
         count = reader.u32("item count")
         framed = reader.take(reader.u32("group length"), "group frames")
         frames = _Reader(budget.inflate(framed, f"group {group}'s frames"))
+        txids: list[str] = []
+        payloads: list[bytes] = []
         for n in range(count):
             what = f"group {group} frame {n}"
             length = frames.u32(what)
@@ -196,9 +239,10 @@ def _framed_groups(reader: _Reader, budget: _Budget, items: list[PushItem]) -> N
             if body.take(1, what) != b"\x00":
                 raise BadRequest(f"Invalid binary push: {what} has an unknown frame type")
             body.take(16, what)  # the client's message id: never stored
-            txid = body.text16(f"{what}'s transaction id")
-            items.append(_item(len(items), queue, partition, txid, body.data[body.at:]))
+            txids.append(body.text16(f"{what}'s transaction id"))
+            payloads.append(body.data[body.at:])
         frames.done(f"group {group}'s {count} frames")
+        _group_items(items, queue, partition, txids, payloads)
     reader.done("the last group")
 
 
