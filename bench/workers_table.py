@@ -124,6 +124,8 @@ def median_row(rows: list[dict]) -> dict:
     for key, value in rows[0].items():
         if isinstance(value, dict):
             out[key] = {k: statistics.median(r[key][k] for r in rows) for k in value}
+        elif isinstance(value, str):  # the load average: the middle round's, as text
+            out[key] = statistics.median_low(r[key] for r in rows)
         else:
             out[key] = statistics.median(r[key] for r in rows)
     return out
