@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from common import TreeRss, broker, database, log, served_app, write_results, wrk
@@ -23,17 +25,39 @@ PAYLOAD = {"orderId": 8891, "customer": "customer-42", "total": 42.5,
            "lines": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}]}
 
 
-def lua_script(batch: int, partitions: int) -> Path:
+def lua_string(body: bytes) -> str:
+    """A Lua string literal of any bytes (decimal escapes outside plain ASCII)."""
+    out = []
+    for byte in body:
+        char = chr(byte)
+        out.append(char if 32 <= byte < 127 and char not in '"\\' else f"\\{byte:03d}")
+    return '"' + "".join(out) + '"'
+
+
+def lua_script(batch: int, partitions: int, binary: str | None = None) -> Path:
+    """wrk's script: one body per partition, cycled. `binary`: the 2.6 client's binary body
+    instead of JSON, as `Queen(binary_push=True)` sends it ("plain"), or with
+    `push_compression` ("frames": the client mints ids and transaction ids once per body, so
+    its queue runs with dedupWindowSeconds 0, or every repeat would be a duplicate)."""
+    queue = "bench.push" if binary != "frames" else "bench.push.frames"
     bodies = []
     for p in range(partitions):
-        items = [{"queue": "bench.push", "partition": f"p{p}", "payload": PAYLOAD}
+        items = [{"queue": queue, "partition": f"p{p}", "payload": PAYLOAD}
                  for _ in range(batch)]
-        bodies.append(json.dumps({"items": items}, separators=(",", ":")))
+        if binary is None:
+            bodies.append("[[" + json.dumps({"items": items}, separators=(",", ":")) + "]]")
+            continue
+        from queen.http.push_binary import binary_push_body
+
+        body = binary_push_body(items, binary == "frames")
+        assert body is not None
+        bodies.append(lua_string(body))
+    kind = "application/json" if binary is None else "application/x-queen-push"
     lua = ["local bodies = {"]
-    lua += ["  [[" + b + "]]," for b in bodies]
+    lua += ["  " + b + "," for b in bodies]
     lua += ["}",
             "local n = 0",
-            'local headers = {["Content-Type"] = "application/json"}',
+            f'local headers = {{["Content-Type"] = "{kind}"}}',
             "function setup(thread) thread:set('id', math.random(1, 1000)) end",
             "function init(args) n = math.random(0, #bodies - 1) end",
             "function request()",
@@ -54,20 +78,28 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--batches", default="1,10,100")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--binary", nargs="?", const="plain", choices=["plain", "frames"],
+                        help="also push the 2.6 client's binary body (plain: binary_push=True; "
+                             "frames: with push_compression), alternating with JSON")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     results: dict = {"connections": args.connections, "partitions": args.partitions,
                      "seconds": args.seconds, "rounds": args.rounds, "workers": args.workers,
                      "runs": []}
     scripts = {b: lua_script(b, args.partitions) for b in batches}
+    binaries = ({b: lua_script(b, args.partitions, args.binary) for b in batches}
+                if args.binary else {})
 
     # Both servers stay up; runs alternate so that machine noise hits both alike.
     with served_app(args.workers) as (ceiling_url, _, _), database() as db_url, \
             broker(db_url, workers=args.workers) as (url, proc, _):
         # Warm-up with the first batch size asked for (there may be no batch-1 script).
         wrk(url + "/api/v1/push", scripts[batches[0]], connections=args.connections, seconds=2)
+        if args.binary == "frames":
+            post_json(url + "/api/v1/configure",
+                      {"queue": "bench.push.frames", "options": {"dedupWindowSeconds": 0}})
         for b in batches:
-            ceiling_runs, broker_runs, peak_kb = [], [], 0
+            ceiling_runs, broker_runs, binary_runs, peak_kb = [], [], [], 0
             for r in range(args.rounds):
                 log(f"batch {b}, round {r + 1}/{args.rounds}: ceiling, then broker ...")
                 ceiling_runs.append(wrk(ceiling_url + "/api/v1/push", scripts[b],
@@ -76,6 +108,9 @@ def main() -> None:
                     broker_runs.append(wrk(url + "/api/v1/push", scripts[b],
                                            connections=args.connections, seconds=args.seconds))
                 peak_kb = max(peak_kb, rss.peak_mb * 1024)
+                if binaries:
+                    binary_runs.append(wrk(url + "/api/v1/push", binaries[b],
+                                           connections=args.connections, seconds=args.seconds))
             run, c = _median(broker_runs), _median(ceiling_runs)
             row = {
                 "batch": b,
@@ -90,6 +125,16 @@ def main() -> None:
                 "broker_rounds_requests_per_s": [x["requests_per_s"] for x in broker_runs],
                 "ceiling_rounds_requests_per_s": [x["requests_per_s"] for x in ceiling_runs],
             }
+            if binary_runs:
+                bin_run = _median(binary_runs)
+                ratios = [x["requests_per_s"] / y["requests_per_s"]
+                          for x, y in zip(binary_runs, broker_runs, strict=True)]
+                row["binary"] = {
+                    "form": args.binary, "msg_per_s": round(bin_run["requests_per_s"] * b),
+                    "p50_ms": bin_run["p50_ms"], "p99_ms": bin_run["p99_ms"],
+                    "non_2xx": sum(x["non_2xx"] for x in binary_runs),
+                    "over_json_per_round": [round(x, 3) for x in ratios],
+                    "over_json_median": round(statistics.median(ratios), 3)}
             results["runs"].append(row)
             log(json.dumps(row))
     path = write_results("push" if args.workers == 1 else f"push-workers-{args.workers}",
@@ -100,7 +145,19 @@ def main() -> None:
         print(f"{r['batch']:>5} {r['msg_per_s']:>9} {r['requests_per_s']:>8.0f} {r['p50_ms']:>7.2f} "
               f"{r['p99_ms']:>7.2f} {r['ceiling_requests_per_s']:>13.0f} "
               f"{r['ratio_to_ceiling']:>6.2f} {r['peak_rss_mb']:>7.1f}")
+        if "binary" in r:
+            x = r["binary"]
+            print(f"{'':>5} {x['msg_per_s']:>9} binary ({x['form']}), p50 {x['p50_ms']:.2f} ms, "
+                  f"p99 {x['p99_ms']:.2f} ms, {x['over_json_median']:.2f}x JSON "
+                  f"(rounds {x['over_json_per_round']})")
     print(f"results: {path}")
+
+
+def post_json(url: str, body: dict) -> None:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        assert reply.status == 200, reply.status
 
 
 def _median(runs: list[dict]) -> dict:

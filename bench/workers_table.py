@@ -21,6 +21,14 @@ Columns, per row:
 - CPU per request (µs) of the broker for push batch 1, pop+ack batch 1 (per pair) and the
   empty app, and the ratios the issue sets targets for.
 
+`--before PATH` compares instead the queen-trio checked out at PATH (`git worktree add PATH
+<commit>`) with this one, each with its defaults (its own worker count), in the same
+alternating rounds, on one database; this one also runs at 1 worker (`after-1w`). It adds the
+binary push (the 2.6 client's body, as `binary_push=True` sends it) at batch 10 and 100, where
+the code answers it (the before side may not: 0 there), and prints the after/before ratio of
+every case, each the median of the per-round ratios, with the least before figure (the "no
+lower" check of batch 100).
+
 Results go to bench/results/workers_table.json; the table is printed as Markdown.
 """
 
@@ -30,6 +38,7 @@ import argparse
 import json
 import statistics
 from contextlib import ExitStack
+from pathlib import Path
 
 import trio
 from common import (
@@ -50,7 +59,7 @@ PREFILL_PER_SECOND = {("autoack", 1): 20, ("autoack", 10): 120, ("popack", 1): 1
                       ("popack", 10): 80}
 
 
-def one_row(workers: int, r: int, target: dict, args: argparse.Namespace) -> dict:
+def one_row(workers: int | str, r: int, target: dict, args: argparse.Namespace) -> dict:
     url, pid, own = target["url"], target["pid"], target["own"]
     pg, db_url = target["pg"], target["db_url"]
     common = {"seconds": args.seconds, "connections": args.connections, "broker_pid": pid,
@@ -71,6 +80,15 @@ def one_row(workers: int, r: int, target: dict, args: argparse.Namespace) -> dic
             if batch == 1:
                 row["push1_broker_us"] = run["broker_us_per_unit"]
                 row["push1_postgres_us"] = run["postgres_us_per_unit"]
+            if batch == 10:
+                row["push10_postgres_us_per_msg"] = round(
+                    run["postgres_cpu_s"] / max(run["requests_per_s"] * args.seconds * 10, 1)
+                    * 1e6, 1)
+            account(run)
+        for batch in target.get("binary", {}):
+            run = measure(url + "/api/v1/push", target["binary"][batch], **common)
+            ok = run["non_2xx"] == 0
+            row[f"binary{batch}"] = round(run["requests_per_s"] * batch) if ok else 0
             account(run)
         for kind, script in (("autoack", AUTOACK_LUA), ("popack", POPACK_LUA)):
             for batch in (1, 10):
@@ -82,6 +100,9 @@ def one_row(workers: int, r: int, target: dict, args: argparse.Namespace) -> dic
                 row[f"{kind}{batch}"] = round(run["units"] / args.seconds)
                 if (kind, batch) == ("popack", 1):
                     row["popack1_broker_us"] = run["broker_us_per_unit"]  # per pair
+                    row["popack1_postgres_us"] = run["postgres_us_per_unit"]
+                if (kind, batch) == ("popack", 10):
+                    row["popack10_postgres_us_per_msg"] = run["postgres_us_per_unit"]
                 account(run)
         latency = trio.run(push_to_consume, own[0], args.latency_messages, own[-1])
         row["latency_p50_ms"], row["latency_p99_ms"] = latency["p50_ms"], latency["p99_ms"]
@@ -103,6 +124,8 @@ def median_row(rows: list[dict]) -> dict:
     for key, value in rows[0].items():
         if isinstance(value, dict):
             out[key] = {k: statistics.median(r[key][k] for r in rows) for k in value}
+        elif isinstance(value, str):  # the load average: the middle round's, as text
+            out[key] = statistics.median_low(r[key] for r in rows)
         else:
             out[key] = statistics.median(r[key] for r in rows)
     return out
@@ -146,6 +169,104 @@ def checks(one: dict, two: dict) -> dict:
     }
 
 
+CASES = ["push1", "push10", "push100", "binary10", "binary100", "autoack1", "autoack10",
+         "popack1", "popack10"]
+
+
+def before_after(rows: dict[str, list[dict]]) -> dict:
+    """Per case: after/before medians of the per-round ratios (default and 1 worker), and the
+    batch-100 "no lower" check (the after median against the least before round)."""
+    out: dict = {}
+    for case in CASES:
+        before = [r.get(case, 0) for r in rows["before"]]
+        entry: dict = {"before_median": statistics.median(before), "before_min": min(before)}
+        for side in ("after", "after-1w"):
+            after = [r.get(case, 0) for r in rows[side]]
+            entry[f"{side}_median"] = statistics.median(after)
+            if all(before):
+                entry[f"{side}_over_before"] = round(statistics.median(
+                    a / b for a, b in zip(after, before, strict=True)), 3)
+        if case.endswith("100"):
+            entry["no_lower"] = entry["after_median"] >= entry["before_min"]
+        out[case] = entry
+    for side in ("before", "after", "after-1w"):
+        json_100 = [r["push100"] for r in rows[side]]
+        binary_100 = [r.get("binary100", 0) for r in rows[side]]
+        if all(binary_100):
+            out.setdefault("binary100_over_json100", {})[side] = round(statistics.median(
+                b / j for b, j in zip(binary_100, json_100, strict=True)), 3)
+    return out
+
+
+def before_after_markdown(table: dict[str, dict], ratios: dict) -> str:
+    lines = ["| case | before | after (default) | ×  | after, 1 worker | × |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for case in CASES:
+        e = ratios[case]
+        lines.append(f"| {case} | {e['before_median']:,.0f} | {e['after_median']:,.0f} | "
+                     f"{e.get('after_over_before', '-')} | {e['after-1w_median']:,.0f} | "
+                     f"{e.get('after-1w_over_before', '-')} |")
+    lines.append("")
+    lines.append("| side | push→consume p50/p99 ms | peak PSS MB broker / PG | broker µs push b1 "
+                 "| broker µs pop+ack pair b1 | empty app µs | PG µs push b1 | PG µs/msg push "
+                 "b10 | PG µs pop+ack pair b1 | PG µs/msg pop+ack b10 |")
+    lines.append("|---|" + "---:|" * 9)
+    for side, r in table.items():
+        lines.append(
+            f"| {side} | {r['latency_p50_ms']:.1f} / {r['latency_p99_ms']:.1f} | "
+            f"{r['broker_rss_mb']:.0f} / {r['postgres_rss_mb']:.0f} | "
+            f"{r['push1_broker_us']:,.0f} | {r['popack1_broker_us']:,.0f} | "
+            f"{r['empty_broker_us']:,.0f} | {r['push1_postgres_us']:,.0f} | "
+            f"{r['push10_postgres_us_per_msg']:,.0f} | {r['popack1_postgres_us']:,.0f} | "
+            f"{r['popack10_postgres_us_per_msg']:,.0f} |")
+    return "\n".join(lines)
+
+
+def main_before(args: argparse.Namespace) -> None:
+    from queen_trio.settings import default_workers
+
+    push = {b: lua_script(b, 100) for b in (1, 10, 100)}
+    binary = {b: lua_script(b, 100, "plain") for b in (10, 100)}
+    after_workers = default_workers()
+    sides = {"before": None, "after": after_workers, "after-1w": 1}
+    rows: dict[str, list[dict]] = {side: [] for side in sides}
+    with database() as db_url, ExitStack() as stack:
+        pg = postmaster_pid(db_url)
+        targets = {}
+        for side, w in sides.items():
+            if w is None:
+                url, proc, own = stack.enter_context(broker(db_url, code=args.before))
+                w = 1  # the code this issue started from: 1 worker on 2 CPUs
+            else:
+                url, proc, own = stack.enter_context(broker(db_url, workers=w))
+            ceiling, ceiling_proc, _ = stack.enter_context(served_app(w))
+            targets[side] = {"url": url, "pid": proc.pid, "own": own, "pg": pg,
+                             "db_url": db_url, "push": push, "binary": binary,
+                             "ceiling": ceiling, "ceiling_pid": ceiling_proc.pid}
+        for r in range(args.rounds):
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for side in order:
+                log(f"round {r + 1}/{args.rounds}: {side} (load {load_average()})")
+                row = one_row(side, r, targets[side], args)
+                row["load_average"] = load_average()
+                log(json.dumps(row))
+                rows[side].append(row)
+    table = {side: median_row(rs) for side, rs in rows.items()}
+    ratios = before_after(rows)
+    results = {"seconds": args.seconds, "rounds": args.rounds, "connections": args.connections,
+               "before": str(args.before), "after_workers": after_workers, "rows": rows,
+               "median": table, "ratios": ratios}
+    path = write_results("workers_table", results)
+    print(before_after_markdown(table, ratios))
+    print("\nratios: " + json.dumps(ratios))
+    print(f"results: {path}")
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
@@ -153,7 +274,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--latency-messages", type=int, default=300)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of the code to compare with, defaults on both sides")
     args = parser.parse_args()
+    if args.before is not None:
+        main_before(args)
+        return
     counts = [int(w) for w in args.workers.split(",")]
     push = {b: lua_script(b, 100) for b in (1, 10, 100)}
     rows: dict[int, list[dict]] = {w: [] for w in counts}

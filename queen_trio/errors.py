@@ -23,7 +23,8 @@ class BadRequest(QueenError):
 
 
 class TooLarge(QueenError):
-    """The request exceeds a bound on its size (entries, bytes): a 413."""
+    """The request exceeds a bound on its size (entries, bytes; a body past
+    QUEEN_MAX_BODY_BYTES, counted as it is sent or once decompressed): a 413."""
 
 
 class NotFound(QueenError):

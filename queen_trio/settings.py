@@ -450,10 +450,11 @@ MIN_EMBEDDED_CONNECTIONS = 100
 
 
 def default_workers(cpus: int | None = None) -> int:
-    """One worker on 2 usable CPUs or fewer (PostgreSQL needs the other), else one per CPU, up
-    to MAX_DEFAULT_WORKERS."""
+    """One worker per usable CPU, up to MAX_DEFAULT_WORKERS (docs/operations.md, Workers).
+    Two CPUs get two workers: one broker process is the limit of every case there, PostgreSQL
+    leaves most of a core free, and the second worker takes it."""
     cpus = usable_cpus() if cpus is None else cpus
-    return 1 if cpus <= 2 else min(cpus, MAX_DEFAULT_WORKERS)
+    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
 
 
 # -- the database URL: DATABASE_URL, or Queen's PG_* variables ------------------------------
@@ -718,8 +719,7 @@ class Settings:
     workers: int = setting(
         factory=default_workers, env="QUEEN_WORKERS", flag="--workers", metavar="N",
         check=between(1, 256),
-        shown=f"`1` on 2 usable CPUs or fewer, else one per usable CPU, at most "
-              f"{MAX_DEFAULT_WORKERS}",
+        shown=f"one per usable CPU, at most {MAX_DEFAULT_WORKERS}",
         doc="broker processes sharing the port, under one supervisor; `1` is a single process "
             "with no supervisor (see [Workers](#workers))")
     worker_ports: int | None = setting(

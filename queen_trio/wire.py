@@ -7,6 +7,8 @@ Everything here raises `errors.BadRequest` with a message that names the field.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import operator
 import re
 import uuid
 from collections.abc import Mapping
@@ -33,7 +35,6 @@ MAX_DIGITS = 20
 # The years a request's timestamp may name (in UTC): the broker adds and subtracts minutes
 # and hours, and datetime holds years 1 to 9999 only.
 EARLIEST_YEAR, LATEST_YEAR = 1, 9998
-_STRUCTURE = re.compile(rb'[\[\]{}"\\]')
 
 
 # -- JSON bodies -------------------------------------------------------------------------------
@@ -55,28 +56,24 @@ def _describe_decode_error(exc: msgspec.DecodeError) -> str:
 
 def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
     """BadRequest when arrays and objects nest deeper than `limit`, strings aside. Counting
-    brackets first keeps the common body from a scan in Python."""
+    brackets first keeps the common body from any scan; past that, strings are blanked and the
+    brackets kept by C code (a regular expression, `bytes.translate`), and the brackets are
+    summed in C as well: a push of 100 items costs microseconds, not milliseconds."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return
-    depth, in_string, escaped = 0, False, -1
-    for match in _STRUCTURE.finditer(body):
-        at = match.start()
-        if at == escaped:
-            continue
-        char = body[at]
-        if in_string:
-            if char == 0x5C:  # a backslash: the next character is escaped
-                escaped = at + 1
-            elif char == 0x22:
-                in_string = False
-        elif char == 0x22:
-            in_string = True
-        elif char in (0x5B, 0x7B):
-            depth += 1
-            if depth > limit:
-                raise BadRequest(f"Invalid JSON: nested deeper than {limit} levels")
-        elif char in (0x5D, 0x7D):
-            depth -= 1
+    # Whole strings out (an unterminated one runs to the end, as a JSON reader reads it).
+    steps = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    # The depth after k brackets is the sum of their steps (2 or 0 each) less k; iterated in
+    # C (accumulate, map, max), not in Python.
+    if steps and max(map(operator.sub, itertools.accumulate(steps), itertools.count(1))) > limit:
+        raise BadRequest(f"Invalid JSON: nested deeper than {limit} levels")
+
+
+# A JSON string, escapes included; an unterminated one runs to the end of the body.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?$)', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# "[" and "{" step up (2 - 1), "]" and "}" down (0 - 1).
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 def decode_strict(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:

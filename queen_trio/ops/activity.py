@@ -93,6 +93,9 @@ class ActivityStatistics:
     http_requests: int
     http_errors: int            # answers with a 5xx status
     push_requests: int
+    # Push and transaction bodies in the 2.6 client's binary forms, by form
+    # (plain, zstd, frames, transaction).
+    binary_bodies: Mapping[str, int]
     push_messages: int          # items stored (queued) by pushes and transactions
     push_items: Mapping[str, int]  # push items by their wire status
     pop_requests: int
@@ -115,6 +118,7 @@ class ActivityStatistics:
 class Activity:
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
+        self._binary: Counter[str] = Counter()
         self._push_items: Counter[str] = Counter()
         self._queues: dict[str, QueueCounts] = {}
         self._responses: Counter[tuple[str, str, int]] = Counter()
@@ -139,6 +143,10 @@ class Activity:
         if histogram is None:
             histogram = self._latency[(method, route)] = Histogram(LATENCY_BUCKETS)
         histogram.observe(seconds)
+
+    def record_binary(self, form: str) -> None:
+        """A binary push or transaction body read (push/binary.py's form names)."""
+        self._binary[form] += 1
 
     def record_push(self, results: Iterable[Mapping[str, Any]]) -> None:
         self._counts["push_requests"] += 1
@@ -228,6 +236,7 @@ class Activity:
         return ActivityStatistics(
             http_requests=c["http_requests"], http_errors=c["http_errors"],
             push_requests=c["push_requests"], push_messages=c["push_messages"],
+            binary_bodies=dict(self._binary),
             push_items=dict(self._push_items),
             pop_requests=c["pop_requests"], pop_empty=c["pop_empty"],
             pop_messages=c["pop_messages"], ack_requests=c["ack_requests"],

@@ -46,6 +46,9 @@ from ..timers.sweeper import LATENESS_BUCKETS, SweeperStatistics
 from .activity import ActivityStatistics, HistogramSnapshot
 from .maintenance import PeriodicStatistics
 
+# The binary body forms (push/binary.py), each always exposed so a rate reads from zero.
+BINARY_FORMS = ("plain", "zstd", "frames", "transaction")
+
 log = logging.getLogger("queen_trio.metrics")
 
 # The contract's exposition type (text format 0.0.4).
@@ -233,6 +236,9 @@ def worker_families(f: ProcessFigures) -> list[Family]:
         book.add("queen_http_request_duration_seconds", "histogram",
                  "HTTP request latency by route.", hist, method=method, route=route)
     c("queen_push_requests_total", "POST /api/v1/push requests.", a.push_requests)
+    for form in BINARY_FORMS:
+        c("queen_push_binary_bodies_total", "Push and transaction bodies in the 2.6 client's "
+          "binary forms, by form.", a.binary_bodies.get(form, 0), form=form)
     for outcome in ("queued", "duplicate", "buffered", "failed"):
         c("queen_push_items_total", "Push items by their status.",
           a.push_items.get(outcome, 0), status=outcome)

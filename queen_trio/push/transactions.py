@@ -173,7 +173,21 @@ def _riders(decoded: _WireTransaction) -> dict[str, Any]:
     return prepared
 
 
-def parse_transaction(body: bytes) -> Parsed:
+def _required_leases(value: object) -> list[uuid.UUID]:
+    """`requiredLeases`: absent, null, or an array of lease ids."""
+    if value in (UNSET, None):
+        return []
+    if not isinstance(value, list):
+        raise BadRequest("requiredLeases must be an array of lease ids")
+    return [wire.parse_uuid(v, "requiredLeases entry") for v in value]
+
+
+def parse_transaction(body: bytes, pushed: list[PushItem] | None = None) -> Parsed:
+    """The operations, required leases and riders of a JSON transaction body. `pushed`: the
+    pushes of a binary transaction (push/binary.py), whose `body` is the JSON head; they follow
+    the head's operations, in the order written, and a head may then carry no operation."""
+    if pushed and not body.strip():
+        body = b"{}"
     try:
         decoded = wire.decode_strict(_BODY, body)
     except msgspec.ValidationError as exc:
@@ -181,17 +195,14 @@ def parse_transaction(body: bytes) -> Parsed:
             raise BadRequest("operations array required") from None
         raise BadRequest("Request body must be a JSON object") from None
     riders = _riders(decoded)
-    if decoded.operations is UNSET:
+    if decoded.operations is UNSET and not pushed:
         raise BadRequest("operations array required")
-    if not decoded.operations and not riders:
+    operations = [] if decoded.operations is UNSET else decoded.operations
+    if not operations and not riders and not pushed:
         raise BadRequest("operations array cannot be empty")
-    leases: list[uuid.UUID] = []
-    if decoded.requiredLeases not in (UNSET, None):
-        if not isinstance(decoded.requiredLeases, list):
-            raise BadRequest("requiredLeases must be an array of lease ids")
-        leases = [wire.parse_uuid(v, "requiredLeases entry") for v in decoded.requiredLeases]
+    leases = _required_leases(decoded.requiredLeases)
     ops: list[_Op] = []
-    for n, raw in enumerate(decoded.operations):
+    for n, raw in enumerate(operations):
         where = f" (operation {n})"
         try:
             op = _OP.decode(raw)
@@ -215,6 +226,9 @@ def parse_transaction(body: bytes) -> Parsed:
                                 parse_ack(fields, where))))
         else:
             raise BadRequest(f"Unknown operation type{where}: {op.type!r}")
+    for carried in pushed or ():
+        carried.index = len(ops)
+        ops.append(_Op(push=carried))
     return Parsed(ops, leases, riders)
 
 

@@ -10,7 +10,18 @@ when its client hung up (end of file): the app's requests on it read that (`hung
 request that does not wait needs no watcher task to learn it.
 
 `serve` is hypercorn's trio `worker_serve` with these listeners in place of plain ones
-(hypercorn has no hook for its listeners); the rest of hypercorn is used as is.
+(hypercorn has no hook for its listeners), and each connection served by `_Connection`:
+hypercorn's `TCPServer` with two costs of every request taken off.
+
+- A response goes out in one write. hypercorn writes a response's head, its body and its
+  (empty, with a content-length) end as three sends, each under a lock and a shielded cancel
+  scope: here the head waits for the body, the two leave in one `send`, and an empty write
+  costs nothing.
+- The keep-alive clock is one task per connection whose deadline moves. hypercorn stops its
+  idle task when a request starts and starts a new one (a task, a nursery handshake, a lock)
+  once the request is answered.
+
+The rest of hypercorn (h11, its HTTP stream, the app task per request) is used as is.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import attrs
 import msgspec
 import trio
 from hypercorn.config import Config
+from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
@@ -222,6 +234,62 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.aclose()
 
 
+# A final response's head (h11 writes HTTP/1.1 only); an interim one (100 Continue) goes out
+# at once, since the client waits for it before it sends the body.
+_FINAL_HEAD = b"HTTP/1.1 "
+_INTERIM = b"HTTP/1.1 1"
+
+
+class _Connection(TCPServer):
+    """hypercorn's connection, writing each response in one send and keeping one idle task."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._head = b""  # a response head waiting for its body
+        self._idle_at = math.inf  # the keep-alive deadline while idle; inf while serving
+        self._idle_scope: trio.CancelScope | None = None
+        self._now_idle: trio.Event | None = None  # set once idle, while the server stops
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, RawData):
+            data = event.data
+            if not self._head and data.startswith(_FINAL_HEAD) and not data.startswith(
+                    _INTERIM):
+                self._head = data  # the body (or the end of a bodiless reply) follows
+                return
+            if not data and not self._head:
+                return  # the end of a body whose length was given: nothing to send
+            data, self._head = self._head + data, b""
+            await super().protocol_send(RawData(data=data))
+        elif isinstance(event, Updated):
+            self._idle_at = (trio.current_time() + self.config.keep_alive_timeout
+                             if event.idle else math.inf)
+            if self._idle_scope is not None:
+                self._idle_scope.deadline = self._idle_at
+            if event.idle and self._now_idle is not None:
+                self._now_idle.set()
+        else:
+            if isinstance(event, Closed) and self._head:
+                head, self._head = self._head, b""
+                await super().protocol_send(RawData(data=head))
+            await super().protocol_send(event)
+
+    async def _idle_timeout(self) -> None:
+        """Started once per connection (by `run`): closes the connection once it has been
+        idle for the keep-alive timeout, or, once the server stops, as soon as it is idle.
+        A request moves the deadline (to never, then to the timeout after its answer): no
+        task, and no wake-up of this one, per request."""
+        self._idle_at = trio.current_time() + self.config.keep_alive_timeout
+        with trio.CancelScope(deadline=self._idle_at) as self._idle_scope:
+            await self.context.terminated.wait()
+            while self._idle_at == math.inf:  # the server stops: let the request finish
+                self._now_idle = trio.Event()
+                await self._now_idle.wait()
+        self._idle_scope = None
+        with trio.CancelScope(shield=True):
+            await self._initiate_server_close()
+
+
 async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 shutdown_trigger: Callable[..., Awaitable[None]],
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -249,7 +317,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                     nursery.start_soon(raise_shutdown, context.terminate.wait)
                     nursery.start_soon(partial(
                         trio.serve_listeners,
-                        partial(TCPServer, wrapped, config, context,
+                        partial(_Connection, wrapped, config, context,
                                 ConnectionState(lifespan_state.copy())),
                         listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()

@@ -68,20 +68,39 @@ class Route:
         return compile_path(self.path)
 
 
+# How many (method, path) pairs a router remembers.
+FOUND_PATHS = 4096
+
+
 class Router:
     """Finds a request's route: the first of the routes, in order, whose method and path
     match."""
 
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes = tuple(routes)
+        # What resolve found for the paths asked lately: a request is one dict lookup rather
+        # than a scan of every route's pattern. Bounded: emptied when full, so paths nobody
+        # asks again cost nothing for long.
+        self._found: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
 
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
+        """`find`, remembered for the paths asked lately."""
+        key = (method, raw_path)
+        found = self._found.get(key)
+        if found is None:
+            found = self.find(method, raw_path)
+            if len(self._found) >= FOUND_PATHS:
+                self._found.clear()
+            self._found[key] = found
+        return found[0], dict(found[1])
+
+    def find(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         """The route and its path parameters; HTTPError 405 when only another method's route
         matches the path, 404 when none does. HEAD is answered by the GET route (the app
         sends no body), except where a GET waits: a pop claims, and a HEAD never does."""
         if method == "HEAD":
             try:
-                route, params = self.resolve("GET", raw_path)
+                route, params = self.find("GET", raw_path)
             except HTTPError as exc:
                 raise HTTPError(exc.status, str(exc).replace("GET", "HEAD", 1)) from None
             if route.waits is not Waits.NEVER:

@@ -181,7 +181,8 @@ async def test_a_short_spool_write_never_answers_buffered(tmp_path):
         proc.wait(30)
         output.close()
     # What was answered buffered is all there, whole; the short write left nothing behind.
-    records = [r for path in sorted(spool_dir.glob("spool-*.log")) for r in read_records(path)]
+    # (Each worker keeps its own spool directory under it, with more than one worker.)
+    records = [r for path in sorted(spool_dir.rglob("spool-*.log")) for r in read_records(path)]
     assert [r.transaction_id for r in records] == ["a", "b"]
 
 

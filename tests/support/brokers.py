@@ -21,7 +21,8 @@ def make_settings(database_url: str, **overrides: object) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
-async def serve_on_port(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
+async def serve_on_port(broker: Broker, *, keep_alive_timeout: float | None = None,  # type: ignore[no-untyped-def]
+                        task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve `broker` on a free loopback port, as `serve` does (the connection gate of its
     settings included); started() gives the base URL."""
     from hypercorn.config import Config
@@ -33,6 +34,8 @@ async def serve_on_port(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED)
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.graceful_timeout = 1
+    if keep_alive_timeout is not None:
+        config.keep_alive_timeout = keep_alive_timeout
     app = create_app(broker)
     gate = connection_gate(broker.settings)
     gate.attach(app)

@@ -72,7 +72,7 @@ def test_serve_help_shows_every_default() -> None:
                   "QUEEN_DATA_DIR; default $XDG_DATA_HOME/queen-trio",
                   "DATABASE_URL; default unset: the embedded PostgreSQL",
                   "LOG_LEVEL; default info", "LOG_REQUESTS; default off",
-                  "QUEEN_WORKERS; default 1 on 2 usable CPUs or fewer"):
+                  "QUEEN_WORKERS; default one per usable CPU, at most 8"):
         assert shown in text
     # A default computed at start is shown as this machine computes it.
     assert text.count("; here ") == 2 and "; here /" in text

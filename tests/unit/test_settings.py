@@ -89,9 +89,8 @@ def test_settings_from_env_and_errors():
         Settings.from_env({"PORT": "abc"})
     with pytest.raises(ConfigError, match="QUEEN_PUSH_SHARDS"):
         Settings.from_env({"QUEEN_PUSH_SHARDS": "0"})
-@pytest.mark.parametrize(("cpus", "workers"), [(1, 1), (2, 1), (3, 3), (8, 8), (32, 8)])
-def test_workers_default_to_one_per_usable_cpu_past_two_up_to_eight(cpus: int,
-                                                                      workers: int) -> None:
+@pytest.mark.parametrize(("cpus", "workers"), [(1, 1), (2, 2), (3, 3), (8, 8), (32, 8)])
+def test_workers_default_to_one_per_usable_cpu_up_to_eight(cpus: int, workers: int) -> None:
     from queen_trio.settings import default_workers
 
     assert default_workers(cpus) == workers

@@ -1,0 +1,136 @@
+"""The connection layer's two savings (web/connections.py): a response leaves in one write,
+and the keep-alive clock is one task per connection whose deadline moves. What a client sees
+must not change: keep-alive, its timeout, long polls, 100 Continue, HEAD, errors."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from functools import partial
+
+import trio
+
+from queen_trio.broker import open_broker
+from tests.support.brokers import make_settings, serve_on_port
+
+
+@asynccontextmanager
+async def served(database_url, keep_alive_timeout=None):
+    settings = make_settings(database_url)
+    async with open_broker(settings, database_url) as broker, trio.open_nursery() as nursery:
+        (url,) = await nursery.start(partial(serve_on_port, broker,
+                                             keep_alive_timeout=keep_alive_timeout))
+        host, port = url.removeprefix("http://").split(":")
+        yield host, int(port)
+        nursery.cancel_scope.cancel()
+
+
+async def read_reply(stream: trio.abc.Stream, buffer: bytearray) -> bytes:
+    """One response (the server always gives a content-length) off a keep-alive stream."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = await stream.receive_some(65536)
+        assert chunk, "closed before a reply"
+        buffer += chunk
+    head_end = buffer.index(b"\r\n\r\n") + 4
+    head = bytes(buffer[:head_end]).lower()
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    if head.startswith(b"http/1.1 204") or b"\r\nx-head: 1" in head:
+        length = 0
+    while len(buffer) < head_end + length:
+        chunk = await stream.receive_some(65536)
+        assert chunk
+        buffer += chunk
+    reply = bytes(buffer[:head_end + length])
+    del buffer[:head_end + length]
+    return reply
+
+
+def request(method: str, path: str, body: bytes = b"", extra: str = "") -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{extra}"
+            "\r\n").encode() + body
+
+
+async def test_each_response_leaves_in_one_write(database_url, monkeypatch):
+    writes: list[bytes] = []
+    clients: list[trio.SocketStream] = []
+    real = trio.SocketStream.send_all
+
+    async def recorded(self, data):  # type: ignore[no-untyped-def]
+        if self not in clients:  # the server's side of the connection
+            writes.append(bytes(data))
+        await real(self, data)
+
+    monkeypatch.setattr(trio.SocketStream, "send_all", recorded)
+    async with served(database_url) as (host, port):
+        stream = await trio.open_tcp_stream(host, port)
+        clients.append(stream)
+        buffer = bytearray()
+        replies = []
+        for method, path, body in [
+                ("POST", "/api/v1/push", b'{"items":[{"queue":"w","payload":{"n":1}}]}'),
+                ("GET", "/api/v1/pop/queue/w?wait=false&autoAck=true", b""),
+                ("GET", "/api/v1/pop/queue/w?wait=false", b""),   # 204, no body
+                ("GET", "/no/such/route", b""),
+                ("POST", "/api/v1/push", b"not json")]:
+            writes.clear()
+            await stream.send_all(request(method, path, body))
+            replies.append(await read_reply(stream, buffer))
+            assert writes == [replies[-1]], (path, writes)
+        assert [r.split(b" ", 2)[1] for r in replies] == [b"201", b"200", b"204", b"404", b"400"]
+        await stream.aclose()
+
+
+async def test_100_continue_is_sent_before_the_body(database_url):
+    async with served(database_url) as (host, port):
+        stream = await trio.open_tcp_stream(host, port)
+        body = b'{"items":[{"queue":"c","payload":1}]}'
+        await stream.send_all(request("POST", "/api/v1/push", b"",
+                                      "Expect: 100-continue\r\n").replace(
+            b"Content-Length: 0", b"Content-Length: %d" % len(body)))
+        with trio.fail_after(5):
+            interim = await stream.receive_some(65536)
+        assert interim.startswith(b"HTTP/1.1 100")
+        await stream.send_all(body)
+        buffer = bytearray(interim[interim.index(b"\r\n\r\n") + 4:])
+        assert (await read_reply(stream, buffer)).startswith(b"HTTP/1.1 201")
+        await stream.aclose()
+
+
+async def test_keep_alive_timeout_closes_an_idle_connection_but_not_a_busy_one(database_url):
+    async with served(database_url, keep_alive_timeout=0.5) as (host, port):
+        # Idle from the start: closed after the timeout.
+        idle = await trio.open_tcp_stream(host, port)
+        with trio.fail_after(10):
+            assert await idle.receive_some(1) == b""
+        # A long poll outlasts the timeout: answered, then the connection idles out.
+        stream = await trio.open_tcp_stream(host, port)
+        buffer = bytearray()
+        started = trio.current_time()
+        await stream.send_all(request("GET", "/api/v1/pop/queue/lp?wait=true&timeout=1500"))
+        reply = await read_reply(stream, buffer)
+        assert reply.startswith(b"HTTP/1.1 204")
+        assert trio.current_time() - started >= 1.4
+        # Kept alive between requests that come faster than the timeout.
+        for _ in range(4):
+            await trio.sleep(0.3)
+            await stream.send_all(request("GET", "/health"))
+            assert (await read_reply(stream, buffer)).startswith(b"HTTP/1.1 200")
+        with trio.fail_after(10):
+            assert await stream.receive_some(1) == b""
+        await stream.aclose()
+        await idle.aclose()
+
+
+async def test_a_head_request_gets_its_headers_alone(database_url):
+    async with served(database_url) as (host, port):
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(request("HEAD", "/health") + request("GET", "/health"))
+        data = b""
+        with trio.fail_after(5):
+            while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"}"):
+                data += await stream.receive_some(65536)
+        head, rest = data.split(b"\r\n\r\n", 1)
+        assert rest.startswith(b"HTTP/1.1 200")
+        await stream.aclose()
