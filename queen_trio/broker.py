@@ -47,6 +47,7 @@ log = logging.getLogger("queen_trio.broker")
 
 # At shutdown, how long the push lane may take to flush what it holds.
 FLUSH_DEADLINE_SECONDS = 5.0
+SERVICES_DEADLINE_SECONDS = 5.0
 
 
 @attrs.define(kw_only=True)
@@ -213,32 +214,49 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
 async def _broker_tree(settings: Settings, database_url: str, db: Database, kv_db: Database,
                        spool: Spool, peer_address: str | None = None) -> AsyncIterator[Broker]:
     broker = _services(settings, database_url, db, kv_db, spool, peer_address)
+    # A service cancelled inside a shielded database call (the timer sweeper's step, a
+    # maintenance pass) on a frozen server would hold the exit for its call deadline: past
+    # SERVICES_DEADLINE_SECONDS the connections are cut, as for the lane.
+    cutting = trio.CancelScope()
+
+    async def cut_connections_when_stuck() -> None:
+        with cutting:
+            await trio.sleep(SERVICES_DEADLINE_SECONDS)
+            log.warning("services did not stop in time; cutting the database connections",
+                        extra={"seconds": SERVICES_DEADLINE_SECONDS})
+            await db.abort()
+            await kv_db.abort()
+
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.lane.run)
-        async with trio.open_nursery() as services:
-            await services.start(broker.reclaimer.run)
-            await services.start(broker.retention.run)
-            await services.start(broker.stats_maintenance.run)
-            await services.start(broker.kv_sweeper.run)
-            await services.start(broker.sampler.run)
-            await services.start(broker.listener.run)
-            await services.start(broker.ack_lane.run)
-            await services.start(broker.consumer.run)
-            await services.start(broker.sweeper.run)
-            await services.start(broker.ephemeral.run)
-            await services.start(spool.run_replay, db, broker.queues, broker.cipher)
-            try:
-                yield broker
-            finally:
-                # Flush every accepted group first, then stop the services. A database that
-                # stopped answering cannot hold the exit: past the deadline its connections
-                # are cut, and what was not flushed fails (nobody waits for an answer now).
-                broker.lane.close()
-                with trio.move_on_after(FLUSH_DEADLINE_SECONDS) as flushing:
-                    await broker.lane.wait_closed()
-                if flushing.cancelled_caught:
-                    log.warning("the push lane did not flush in time; cutting the database "
-                                "connections", extra={"seconds": FLUSH_DEADLINE_SECONDS})
-                    await db.abort()
-                    await broker.lane.wait_closed()
-                services.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as services:
+                await services.start(broker.reclaimer.run)
+                await services.start(broker.retention.run)
+                await services.start(broker.stats_maintenance.run)
+                await services.start(broker.kv_sweeper.run)
+                await services.start(broker.sampler.run)
+                await services.start(broker.listener.run)
+                await services.start(broker.ack_lane.run)
+                await services.start(broker.consumer.run)
+                await services.start(broker.sweeper.run)
+                await services.start(broker.ephemeral.run)
+                await services.start(spool.run_replay, db, broker.queues, broker.cipher)
+                try:
+                    yield broker
+                finally:
+                    # Flush every accepted group first, then stop the services. A database that
+                    # stopped answering cannot hold the exit: past the deadline its connections
+                    # are cut, and what was not flushed fails (nobody waits for an answer now).
+                    broker.lane.close()
+                    with trio.move_on_after(FLUSH_DEADLINE_SECONDS) as flushing:
+                        await broker.lane.wait_closed()
+                    if flushing.cancelled_caught:
+                        log.warning("the push lane did not flush in time; cutting the database "
+                                    "connections", extra={"seconds": FLUSH_DEADLINE_SECONDS})
+                        await db.abort()
+                        await broker.lane.wait_closed()
+                    services.cancel_scope.cancel()
+                    nursery.start_soon(cut_connections_when_stuck)
+        finally:
+            cutting.cancel()

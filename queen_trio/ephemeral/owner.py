@@ -93,7 +93,10 @@ class Ownership:
                     if lost.is_set():
                         raise ConnectionError("the membership session ended")
             except Exception as exc:
-                log.log(logging.DEBUG if started else logging.WARNING,
+                # An unreachable database is said once by the database's own line
+                # (docs/decisions.md#a-database-that-cannot-be-reached); anything else at start is a warning.
+                quiet = started or isinstance(exc, OSError)
+                log.log(logging.DEBUG if quiet else logging.WARNING,
                         "ephemeral membership session unavailable", extra={"error": str(exc)})
                 if not started:
                     task_status.started()

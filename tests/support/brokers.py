@@ -13,9 +13,11 @@ from queen_trio.web.routes import create_app
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:
-    # Every broker of a test gets its own spool directory (one broker per directory).
+    # Every broker of a test gets its own spool directory (one broker per directory). An
+    # in-process broker is one process: workers=1, so its pool is db_pool_size whatever the
+    # machine's default worker count (one per CPU) would divide it into.
     values: dict[str, object] = {"database_url": database_url, "db_pool_size": 10,
-                                 "push_shards": 2, "port": 6632,
+                                 "push_shards": 2, "port": 6632, "workers": 1,
                                  "spool_dir": Path(tempfile.mkdtemp(prefix="queen-spool-"))}
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
