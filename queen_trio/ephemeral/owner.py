@@ -94,7 +94,8 @@ class Ownership:
                         raise ConnectionError("the membership session ended")
             except Exception as exc:
                 # An unreachable database is said once by the database's own line
-                # (docs/decisions.md#a-database-that-cannot-be-reached); anything else at start is a warning.
+                # (docs/decisions.md#a-database-that-cannot-be-reached); anything else at
+                # start is a warning.
                 quiet = started or isinstance(exc, OSError)
                 log.log(logging.DEBUG if quiet else logging.WARNING,
                         "ephemeral membership session unavailable", extra={"error": str(exc)})
