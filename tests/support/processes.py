@@ -5,6 +5,7 @@ broker process run both ways through the `workers` fixture)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,30 +23,43 @@ import trio
 DATABASE_VARIABLES = ("DATABASE_URL", "PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB")
 
 
-def free_port() -> int:
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+# A port the kernel hands out for outgoing connections can be taken by any client's connect()
+# between the moment a test picks it and the moment its broker binds it (a 2-worker broker
+# once failed "Address already in use" that way). Ports below that range are only ever taken
+# by a bind, so the tests pick theirs there, at random, and check them.
+_PICKER = random.Random()
 
 
 def free_ports(count: int) -> int:
-    """The first of `count` consecutive ports that are free now."""
+    """The first of `count` consecutive ports, free now and outside the kernel's range for
+    outgoing connections."""
+    low, _ = _ephemeral_range()
+    floor = 10000 if low > 10000 + count else 1024
     while True:
-        base = free_port()
-        if base + count > 65535:
-            continue
-        try:
-            held = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-        return base
+        base = _PICKER.randrange(floor, low - count)
+        if all(_bindable(port) for port in range(base, base + count)):
+            return base
+
+
+def free_port() -> int:
+    return free_ports(1)
 
 
 def broker_env(env: dict[str, str] | None = None) -> dict[str, str]:
