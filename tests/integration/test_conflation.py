@@ -12,6 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from queen_trio.broker import open_broker
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings
+from tests.support.browser import Browser, chromium
+from tests.support.cli import run_cli
 from tests.support.official import run_flow
 
 QUEUE = "prices"
@@ -279,3 +281,39 @@ async def test_two_brokers_on_one_database_deliver_each_partitions_newest_once(d
         assert await superseded_metric(ca) + await superseded_metric(cb) == 8 * 4
         await ca.aclose()
         await cb.aclose()
+
+
+async def test_the_cli_pops_with_a_stated_policy(http_url, client):
+    await push(client, "eur", [1, 2, 3])
+    s = ("--server", http_url)
+    latest = await run_cli("pop", QUEUE, "--group", "ui", "--conflation", "-n", "10", *s)
+    assert latest.status == 0 and [m["data"] for m in latest.lines()] == [3]
+    (m,) = latest.lines()
+    settled = await client.post("/api/v1/ack", json={
+        "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+        "leaseId": m["leaseId"], "consumerGroup": "ui", "status": "completed"})
+    assert settled.json()[0]["success"] is True
+    # Nothing left: the empty 200 is "no message" (exit 4), as a 204 is.
+    empty = await run_cli("pop", QUEUE, "--group", "ui", "--conflation", *s)
+    assert empty.status == 4 and empty.out == ""
+    # Stating the other policy: served by the stored one, and told so.
+    await push(client, "eur", [4, 5])
+    other = await run_cli("pop", QUEUE, "--group", "ui", "--no-conflation", "-n", "10", *s)
+    assert [m["data"] for m in other.lines()] == [5]
+    assert "keeps its stored policy (conflation on)" in other.err
+
+
+async def test_the_dashboard_shows_a_groups_delivery_policy(http_url, client):
+    await push(client, "eur", [1, 2])
+    await pop(client, "latest", conflation="true")
+    await push(client, "eur", [1], queue="other")
+    await pop(client, "latest", queue="other")  # joins `other`, states nothing
+    with chromium() as driver:
+        browser = Browser(driver)
+        await browser.start(http_url, "groups/latest")
+        await browser.loaded("group")
+        assert await browser.console_errors() == []
+        text = await browser.text("#main")
+        assert "delivery conflation (newest per partition)" in text
+        assert "delivery every message" in text
+        await browser.screenshot("group-conflation")
