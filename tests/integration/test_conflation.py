@@ -317,3 +317,19 @@ async def test_the_dashboard_shows_a_groups_delivery_policy(http_url, client):
         assert "delivery conflation (newest per partition)" in text
         assert "delivery every message" in text
         await browser.screenshot("group-conflation")
+
+
+async def test_a_namespace_pop_conflates_each_queue_by_its_own_policy(client):
+    await push(client, "eur", [1, 2, 3], queue="fx.spot")
+    await push(client, "eur", [4, 5], queue="fx.forward")
+    got = await client.get("/api/v1/pop", params={
+        "namespace": "fx", "consumerGroup": "g", "conflation": "true", "batch": "10",
+        "partitions": "10"})
+    assert got.status_code == 200 and got.json()["conflation"] is True
+    assert sorted((m["queue"], m["data"]) for m in got.json()["messages"]) == [
+        ("fx.forward", 5), ("fx.spot", 3)]
+    await ack(client, got, "g")
+    empty = await client.get("/api/v1/pop", params={
+        "namespace": "fx", "consumerGroup": "g", "conflation": "true"})
+    assert empty.status_code == 200
+    assert empty.json()["messages"] == [] and empty.json()["conflation"] is True
