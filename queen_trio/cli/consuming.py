@@ -119,6 +119,7 @@ def subscription(mode: str | None, start: Any) -> dict[str, Any]:
     "queen-trio pop orders -n 10 --group billing  # up to 10 messages, leased to billing",
     "queen-trio pop orders --wait 30 --auto-ack  # wait up to 30 s; consumed by the pop",
     "queen-trio pop --namespace shop --task email",
+    "queen-trio pop prices --group ui --conflation -n 10  # each partition's newest only",
     "queen-trio pop orders | queen-trio ack --batch -  # pop, then ack what was printed"))
 @click.argument("queue", required=False)
 @click.option("-n", "--batch", type=click.IntRange(1, 10000), default=1, show_default=True,
@@ -133,10 +134,14 @@ def subscription(mode: str | None, start: Any) -> dict[str, Any]:
 @click.option("--subscription-mode", type=click.Choice(["all", "new"]),
               help="where a group starts on its first pop (default: the broker's, all)")
 @click.option("--subscription-from", type=TIME, help="a group's first pop starts at TIME")
+@click.option("--conflation/--no-conflation", default=None,
+              help="state the group's delivery policy: each partition's newest message only, "
+                   "or every message; its first stated policy is kept (default: state none)")
 @connection_options()
 def pop(connection: Connection, queue: str | None, batch: int, group: str | None,
         partition: str | None, wait: float, auto_ack: bool, namespace: str | None,
-        task: str | None, subscription_mode: str | None, subscription_from: Any) -> int:
+        task: str | None, subscription_mode: str | None, subscription_from: Any,
+        conflation: bool | None) -> int:
     """Pop messages and print them, one JSON line each (the pop reply's shape plus `queue`).
 
     Leased messages stay leased: ack them with `queen-trio ack`. Exits 4 when there was
@@ -148,13 +153,17 @@ def pop(connection: Connection, queue: str | None, batch: int, group: str | None
         raise click.UsageError("--partition needs a QUEUE")
     api = Api(connection)
     params = {"batch": batch, "consumerGroup": group, "autoAck": auto_ack or None,
-              "namespace": namespace, "task": task,
+              "namespace": namespace, "task": task, "conflation": conflation,
               **subscription(subscription_mode, subscription_from)}
     if wait:
         params |= {"wait": True, "timeout": int(wait * 1000)}
     with streaming():
         reply = api.call("GET", pop_path(queue, partition), params=params, wait=wait)
-        if reply is None:
+        if reply is not None and reply.get("conflationConflict"):
+            print(f"queen-trio pop: group {group} keeps its stored policy (conflation "
+                  f"{'on' if reply.get('conflation') else 'off'}); delete the group to change "
+                  "it", file=sys.stderr)
+        if reply is None or not reply.get("messages"):  # a conflating pop's empty 200 too
             if queue is not None:  # a pop never creates a queue: say so when there is none
                 known = api.send("GET", f"/api/v1/resources/queues/{segment(queue)}")
                 if known.status_code == 404:

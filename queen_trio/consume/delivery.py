@@ -39,6 +39,9 @@ class PopRequest:
     start_mode: str
     start_from: dt.datetime | None
     autopilot: bool
+    # The conflation policy this pop states (`conflation=true|false`); None: it states none
+    # (docs/decisions.md#conflation).
+    conflation: bool | None = None
 
 
 class _PoppedMessage(TypedDict):
@@ -78,9 +81,29 @@ class _PopReply(TypedDict):
 
 
 class PopReply(_PopReply, total=False):
-    """A pop's 200 reply; `autopilot` only when the pop asked for it."""
+    """A pop's 200 reply; `autopilot` only when the pop asked for it; `conflation` when the
+    group's policy is conflating, `conflationConflict` when the pop stated the other one."""
 
     autopilot: Autopilot
+    conflation: bool
+    conflationConflict: bool
+
+
+class _EmptyConflationReply(TypedDict):
+    success: bool
+    queue: str | None
+    consumerGroup: str
+    messages: list[PoppedMessage]
+    partitionsClaimed: int
+
+
+class EmptyConflationReply(_EmptyConflationReply, total=False):
+    """What a pop that stated a conflation policy answers with nothing to deliver: a 200,
+    never a 204 (a 204 cannot carry the echo the client checks)."""
+
+    autopilot: Autopilot
+    conflation: bool
+    conflationConflict: bool
 
 
 @attrs.frozen
@@ -88,8 +111,10 @@ class Delivery:
     """A pop's reply, and the lease to give back if it never reaches the consumer (None for
     autoAck: its claim committed the cursor, at most once)."""
 
-    reply: PopReply
+    reply: PopReply | EmptyConflationReply
     lease_id: LeaseId | None
+    # Messages the claim moved the cursor past as superseded (a conflating group).
+    superseded: int = 0
 
 
 @attrs.frozen
@@ -117,6 +142,19 @@ class Decoded:
     next_check: dt.datetime | None = None
     # The claim found its queue (the group has joined it now).
     found: bool = False
+    # The group's stored conflation policies seen in the claim's rows (one per queue).
+    policies: frozenset[bool] = frozenset()
+    # Messages the claim moved the cursor past as superseded (a conflating group).
+    superseded: int = 0
+
+    def conflating(self, req: PopRequest) -> bool:
+        """The delivery policy that applied is conflation (a queue never seen yet: the one the
+        pop stated, which its first claim there stores)."""
+        return True in self.policies or (not self.policies and req.conflation is True)
+
+    def conflict(self, req: PopRequest) -> bool:
+        """The pop stated a policy and a stored one differs: the stored one applied."""
+        return req.conflation is not None and any(p != req.conflation for p in self.policies)
 
     def delivering(self, keep: Sequence[int], dead_lettered: int) -> Decoded:
         """Only the messages at `keep` (indexes) go out, after `dead_lettered` dead letters."""
@@ -143,7 +181,13 @@ def decode_claim(runs: Runs, req: PopRequest, lease: str,
     next_check: dt.datetime | None = None
     with_queue = req.queue is None
     group = req.group
+    policies: set[bool] = set()
+    superseded = 0
     for queue, row in runs:
+        policy: bool | None = row["conflation"]
+        if policy is not None:
+            policies.add(policy)
+        superseded += row["superseded"] or 0
         partition_id: uuid.UUID | None = row["partition_id"]
         if partition_id is None:
             check: dt.datetime | None = row["next_check_at"]
@@ -187,7 +231,8 @@ def decode_claim(runs: Runs, req: PopRequest, lease: str,
             messages.append(message)
             offsets.append((partition_id, offset))
             offset += 1
-    return Decoded(messages, offsets, bad, next_check=next_check, found=bool(runs))
+    return Decoded(messages, offsets, bad, next_check=next_check, found=bool(runs),
+                   policies=frozenset(policies), superseded=superseded)
 
 
 @attrs.frozen
@@ -264,7 +309,26 @@ def assemble_reply(req: PopRequest, lease_id: LeaseId, decoded: Decoded) -> Deli
     if req.autopilot:
         reply["autopilot"] = {"partitions": req.partitions, "batch": req.batch,
                               "waitMs": 0 if len(messages) else 100}
-    return Delivery(reply, None if req.auto_ack else lease_id)
+    if decoded.conflating(req):
+        reply["conflation"] = True
+    if decoded.conflict(req):
+        reply["conflationConflict"] = True
+    return Delivery(reply, None if req.auto_ack else lease_id, decoded.superseded)
+
+
+def empty_conflation_reply(req: PopRequest, decoded: Decoded) -> Delivery:
+    """The 200 of a pop that stated a conflation policy and has nothing to deliver (empty, or
+    its long poll timed out): the echo rides it (docs/decisions.md#conflation)."""
+    reply: EmptyConflationReply = {"success": True, "queue": req.queue,
+                                   "consumerGroup": req.group, "messages": [],
+                                   "partitionsClaimed": 0}
+    if req.autopilot:
+        reply["autopilot"] = {"partitions": req.partitions, "batch": req.batch, "waitMs": 100}
+    if decoded.conflating(req):
+        reply["conflation"] = True
+    if decoded.conflict(req):
+        reply["conflationConflict"] = True
+    return Delivery(reply, None, decoded.superseded)
 
 
 def park_seconds(empty_checks: int, settings: Settings, next_check: dt.datetime | None,

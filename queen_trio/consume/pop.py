@@ -31,6 +31,7 @@ from .delivery import (
     assemble_reply,
     dead_letter_plan,
     decode_claim,
+    empty_conflation_reply,
     park_seconds,
 )
 from .diagnosis import why_nothing
@@ -56,6 +57,7 @@ class ConsumerStatistics:
     undecodable: int    # claimed messages dead-lettered because they could not be decoded
     released: int       # leases given back because the reply could not be sent
     parked: int         # long polls waiting right now
+    superseded: int = 0  # messages a conflating group's claims moved the cursor past
 
 
 def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = None,
@@ -93,14 +95,26 @@ def parse_pop(query: dict[str, str], settings: Settings, *, queue: str | None = 
                                       "from")
     if group == QUEUE_MODE:
         start_mode, start_from = "all", None  # queue mode always starts at the beginning
+    auto_ack = query_bool(query, "autoAck", False)
+    conflation = query_bool(query, "conflation", False) if "conflation" in query else None
+    if conflation:
+        # docs/decisions.md#conflation: a group's policy, which commits only with a lease.
+        if auto_ack:
+            raise BadRequest("conflation cannot be combined with autoAck: a conflating pop "
+                             "leases the newest message of each partition",
+                             code="conflation_with_auto_ack")
+        if group == QUEUE_MODE:
+            raise BadRequest("conflation needs a consumerGroup: it is a consumer group's "
+                             "policy", code="conflation_without_group")
     return PopRequest(
         queue=queue, partition=partition, namespace=namespace, task=task, group=group,
         batch=batch, partitions=partitions,
         wait=query_bool(query, "wait", False),
         timeout_ms=query_int(query, "timeout", settings.default_timeout_ms, minimum=0,
                              maximum=MAX_TIMEOUT_MS),
-        auto_ack=query_bool(query, "autoAck", False),
+        auto_ack=auto_ack,
         start_mode=start_mode, start_from=start_from, autopilot=autopilot,
+        conflation=conflation,
     )
 
 
@@ -130,6 +144,7 @@ class Consumer:
         self._joined: OrderedDict[tuple[str | None, str], None] = OrderedDict()
         self._undecodable = 0
         self._released = 0
+        self._superseded = 0
         # Shutdown: parked long polls answer 204 at once, and new ones do not park.
         self._stopping = False
         self._parked: set[trio.CancelScope] = set()
@@ -148,7 +163,7 @@ class Consumer:
         return ConsumerStatistics(joined_groups=len(self._joined),
                                   claims=self.claims.statistics(),
                                   undecodable=self._undecodable, released=self._released,
-                                  parked=len(self._parked))
+                                  parked=len(self._parked), superseded=self._superseded)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.claims.run(task_status=task_status)
@@ -171,7 +186,7 @@ class Consumer:
                 consumer_groups=column("consumer_group"), batches=column("batch"),
                 max_partitions=column("max_partitions"), lease_ids=column("lease_id"),
                 auto_acks=column("auto_ack"), start_modes=column("start_mode"),
-                start_froms=column("start_from"))
+                start_froms=column("start_from"), conflations=column("conflation"))
             per_request: list[list[asyncpg.Record]] = [[] for _ in live]
             for row in rows:
                 per_request[row["request_no"] - 1].append(row)
@@ -192,7 +207,7 @@ class Consumer:
         return {"queue": req.queue, "partition": req.partition, "consumer_group": req.group,
                 "batch": req.batch, "max_partitions": req.partitions, "lease_id": lease_id,
                 "auto_ack": req.auto_ack, "start_mode": req.start_mode,
-                "start_from": req.start_from}
+                "start_from": req.start_from, "conflation": req.conflation}
 
     async def _claim(self, req: PopRequest, lease_id: LeaseId, gone: trio.Event) -> Decoded:
         """Claim and decode in one bridge crossing: fused with other pops once the group has
@@ -212,7 +227,7 @@ class Consumer:
                     conn, namespace=req.namespace, task=req.task, consumer_group=req.group,
                     batch=req.batch, max_partitions=req.partitions, lease_id=lease_id,
                     auto_ack=req.auto_ack, start_mode=req.start_mode,
-                    start_from=req.start_from)
+                    start_from=req.start_from, conflation=req.conflation)
                 runs: list[tuple[str | None, Row]] = [(row["queue_name"], row) for row in rows]
             else:
                 rows = await Q.pop_claim.fetch(conn, **self._claim_args(req, lease_id))
@@ -279,9 +294,15 @@ class Consumer:
 
         `gone` is set when the consumer hangs up: a parked pop then stops without claiming
         (its caller cancels the wait), and a claim that lands after it is given back."""
+        seen: list[Decoded] = []
         if req.wait and self._stopping:
-            return None
-        delivery = await self._pop(req, trio.Event() if gone is None else gone)
+            delivery = None
+        else:
+            delivery = await self._pop(req, trio.Event() if gone is None else gone, seen)
+        if delivery is None and req.conflation is not None:
+            # A pop that stated a conflation policy answers 200 with its echo, never 204
+            # (docs/decisions.md#conflation).
+            return empty_conflation_reply(req, seen[-1] if seen else Decoded())
         if delivery is None and log.isEnabledFor(logging.DEBUG):
             # Only at debug: it costs a query.
             log.debug("pop found nothing", extra={
@@ -291,13 +312,16 @@ class Consumer:
                                          req.task, req.group)})
         return delivery
 
-    async def _pop(self, req: PopRequest, gone: trio.Event) -> Delivery | None:
+    async def _pop(self, req: PopRequest, gone: trio.Event,
+                   seen: list[Decoded]) -> Delivery | None:
+        """The delivery, or None; `seen` gets each look's decoded claim."""
         deadline = trio.current_time() + req.timeout_ms / 1000
         empty_checks = 0
         with ExitStack() as parking:
             while not gone.is_set():
                 with self._wakeups.watch(req.queue) as wake:
                     delivery, decoded = await self._attempt(req, gone)
+                    seen[:] = [decoded]
                     if delivery is None and decoded.dead_lettered:
                         continue  # dead letters moved the cursor: look again at once
                     if delivery is not None or not req.wait or self._stopping:
@@ -328,6 +352,7 @@ class Consumer:
         with trio.CancelScope(shield=True) as claiming:
             claiming.deadline = trio.current_time() + self._settings.call_deadline_seconds
             decoded = await self._claim(req, lease_id, gone)
+            self._superseded += decoded.superseded
             delivery = assemble_reply(req, lease_id, decoded)
             if delivery is not None and gone.is_set():
                 await self.release(delivery)

@@ -113,6 +113,8 @@ class ActivityStatistics:
     latency: Mapping[tuple[str, str], HistogramSnapshot]
     segment_sizes: HistogramSnapshot
     bundle_sizes: HistogramSnapshot
+    # Messages conflating groups' pops moved the cursor past (docs/decisions.md#conflation).
+    superseded: int = 0
 
 
 class Activity:
@@ -157,9 +159,12 @@ class Activity:
                 self._counts["push_messages"] += 1
                 self._queue(result["queueName"]).pushed += 1
 
-    def record_pop(self, queue: str | None, reply: Mapping[str, Any] | None) -> None:
-        """A pop's reply (None: nothing was delivered); namespace pops name no queue."""
+    def record_pop(self, queue: str | None, reply: Mapping[str, Any] | None, *,
+                   superseded: int = 0) -> None:
+        """A pop's reply (None: nothing was delivered); namespace pops name no queue.
+        `superseded`: messages a conflating claim moved the cursor past."""
         self._counts["pop_requests"] += 1
+        self._counts["superseded"] += superseded
         messages = [] if reply is None else reply["messages"]
         if not messages:
             self._counts["pop_empty"] += 1
@@ -246,4 +251,5 @@ class Activity:
             responses=dict(self._responses),
             latency={key: h.snapshot() for key, h in self._latency.items()},
             segment_sizes=self._segments.snapshot(), bundle_sizes=self._bundles.snapshot(),
+            superseded=c["superseded"],
         )

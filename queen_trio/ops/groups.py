@@ -58,6 +58,9 @@ async def list_groups(db: Database) -> list[dict[str, Any]]:
             "subscriptionMode": subscription_mode(r["start_at"], r["subscribed_at"]),
             "subscriptionTimestamp": stamp(r["start_at"]),
             "subscriptionCreatedAt": stamp(r["subscribed_at"]),
+            # The stored delivery policy (docs/decisions.md#conflation); false when no pop
+            # stated one.
+            "conflation": bool(r["conflation"]),
         })
     return groups
 

@@ -247,6 +247,9 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     c("queen_pop_requests_total", "Pop requests answered.", a.pop_requests)
     c("queen_pop_empty_total", "Pop requests that delivered nothing.", a.pop_empty)
     c("queen_pop_messages_total", "Messages delivered by pops.", a.pop_messages)
+    c("queen_conflation_superseded_total", "Messages a conflating consumer group's pops moved "
+      "the cursor past, superseded by a newer one (counted consumed, never dead-lettered).",
+      a.superseded)
     c("queen_ack_requests_total", "Ack requests.", a.ack_requests)
     c("queen_ack_messages_total", "Acks that settled their message (completed or "
       "dead-lettered).", a.ack_messages)

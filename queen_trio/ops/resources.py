@@ -130,9 +130,14 @@ async def depth(db: Database, name: str, group: str | None) -> dict[str, Any]:
         group = wire.consumer_group(group)
     rows = await db.fetch(Q.resources_depth, queue_id=queue["id"], consumer_group=group)
     pending = sum(int(r["pending"]) for r in rows)
+    partitions_pending = sum(1 for r in rows if r["pending"] > 0)
+    # A conflating group owes one delivery per partition with a backlog
+    # (docs/decisions.md#conflation); the policy is a group's, so false without one.
+    conflation = group is not None and bool(await db.fetchval(
+        Q.group_conflation, queue_id=queue["id"], consumer_group=group))
     return {"queue": queue["name"], "group": group, "pending": pending,
-            "partitionsPending": sum(1 for r in rows if r["pending"] > 0),
-            "conflation": False, "effectivePending": pending,
+            "partitionsPending": partitions_pending, "conflation": conflation,
+            "effectivePending": partitions_pending if conflation else pending,
             "partitions": [{"partition": r["name"], "pending": int(r["pending"])}
                            for r in rows]}
 

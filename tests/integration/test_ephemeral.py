@@ -287,18 +287,6 @@ async def test_the_dashboard_shows_each_queue_its_figures_and_the_owner(client, 
         await browser.screenshot("ephemeral")
 
 
-async def test_a_conflating_pop_is_refused_before_it_claims_anything(client):
-    # Conflation is not built: a 400 not_implemented (which the 2.6 client raises to its
-    # caller), and the message is still there for the next pop.
-    await client.post("/api/v1/push", json={"items": [{"queue": "prices", "payload": 1}]})
-    refused = await client.get("/api/v1/pop/queue/prices",
-                               params={"consumerGroup": "ui", "conflation": "true"})
-    assert refused.status_code == 400
-    assert refused.json()["code"] == "not_implemented"
-    got = await client.get("/api/v1/pop/queue/prices", params={"consumerGroup": "ui"})
-    assert [m["data"] for m in got.json()["messages"]] == [1]
-
-
 async def test_a_relay_carries_the_callers_token_and_only_members_may_relay(database_url):
     env = {"DATABASE_URL": database_url, "JWT_ENABLED": "true", "JWT_SECRET": SECRET, **FAST}
     writer, reader = bearer(token(role="read-write")), bearer(token(role="read-only"))

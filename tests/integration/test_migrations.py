@@ -70,10 +70,10 @@ async def build_0017_and_fill(url: str) -> dict[str, list[tuple[str, bytes]]]:
         await conn.execute("UPDATE queen.queues SET lease_time = 120, configured = true, "
                            "explicit_options = '{\"leaseTime\": 120}' WHERE name = $1", QUEUE)
         # A consumer group holding a lease on p1's first message.
-        claimed = await Q.pop_claim.fetch(
-            conn, queue=QUEUE, partition="p1", consumer_group="g1", batch=1,
-            max_partitions=1, lease_id=LEASE, auto_ack=False, start_mode="all",
-            start_from=None)
+        # The claim as that version's broker called it (its pop_claim had nine parameters).
+        claimed = await conn.fetch(
+            "SELECT * FROM queen.pop_claim($1, 'p1', 'g1', 1, 1, $2, false, 'all', NULL)",
+            QUEUE, LEASE)
         assert [r["take_frames"] for r in claimed] == [1]
         return await stored(conn)
     finally:
@@ -123,7 +123,7 @@ async def upgrade_and_check(url: str, before: dict) -> None:
         claimed = await Q.pop_claim.fetch(
             conn, queue=QUEUE, partition=None, consumer_group="g2", batch=10,
             max_partitions=10, lease_id=uuid.uuid4(), auto_ack=True, start_mode="all",
-            start_from=None)
+            start_from=None, conflation=None)
         delivered = sorted(f.transaction_id for r in claimed
                            for f in segments.unpack(r["frames"]))
         assert delivered == ["order-1", "order-2", "order-3", "order-4"]

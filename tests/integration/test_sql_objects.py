@@ -121,6 +121,23 @@ def test_a_changed_signature_leaves_no_old_overload(database_url, caplog):
     assert asyncio.run(query(database_url, "SELECT v FROM queen.probe_outer"))[0]["v"] == 4
 
 
+def test_a_new_argument_beside_a_named_one_leaves_no_old_overload(database_url, caplog):
+    # The stale overload's identity names its arguments ("p integer"): its dependents are
+    # found by that spelling (regprocedure cannot parse it).
+    caplog.set_level(logging.INFO, "queen_trio.database")
+    one = ("CREATE OR REPLACE FUNCTION queen.probe_value(p integer DEFAULT 4) "
+           "RETURNS integer LANGUAGE sql AS $$ SELECT p $$")
+    two = ("CREATE OR REPLACE FUNCTION queen.probe_value(p integer DEFAULT 4, "
+           "q integer DEFAULT 1) RETURNS integer LANGUAGE sql AS $$ SELECT p + q $$")
+    asyncio.run(install(database_url, version(1, functions__probe_value=one)))
+    asyncio.run(install(database_url, version(2, functions__probe_value=two)))
+    assert "queen.probe_value(p integer)" in installed_log(caplog)[-1]["dropped"]
+    rows = asyncio.run(query(database_url, "SELECT pg_get_function_identity_arguments(oid) AS a "
+                                           "FROM pg_proc WHERE proname = 'probe_value'"))
+    assert [r["a"] for r in rows] == ["p integer, q integer"]
+    assert asyncio.run(query(database_url, "SELECT v FROM queen.probe_outer"))[0]["v"] == 5
+
+
 def test_a_changed_view_column_list_drops_and_creates_in_manifest_order(database_url, caplog):
     caplog.set_level(logging.INFO, "queen_trio.database")
     asyncio.run(install(database_url, version(1)))

@@ -17,6 +17,7 @@ from queen_trio.consume.delivery import (
     assemble_reply,
     dead_letter_plan,
     decode_claim,
+    empty_conflation_reply,
     park_seconds,
 )
 from queen_trio.consume.pop import MAX_BATCH, parse_pop
@@ -36,14 +37,17 @@ def frame(txid: str, payload: bytes = b"{}", *, encrypted: bool = False) -> byte
                        producer_sub=b"sub", encrypted=encrypted)
 
 
-def claimed(partition_id, first_offset: int, *packed: bytes, name: str = "p"):  # type: ignore[no-untyped-def]
-    """A claim's row: a run of frames from `first_offset`."""
+def claimed(partition_id, first_offset: int, *packed: bytes, name: str = "p",  # type: ignore[no-untyped-def]
+            conflation: bool | None = None, superseded: int = 0):
+    """A claim's row: a run of frames from `first_offset`; the group's stored conflation
+    policy, and the messages the claim superseded."""
     ends, at = [], 0
     for f in packed:
         at += len(f)
         ends.append(at)
     return {"partition_id": partition_id, "partition_name": name, "first_offset": first_offset,
-            "created_at": CREATED, "frames": b"".join(packed), "frame_ends": ends}
+            "created_at": CREATED, "frames": b"".join(packed), "frame_ends": ends,
+            "conflation": conflation, "superseded": superseded}
 
 
 def pop(**query: str):  # type: ignore[no-untyped-def]
@@ -97,9 +101,10 @@ def test_undecodable_and_undecryptable_frames_are_bad_in_their_offsets_place():
 
 def test_rows_without_a_partition_give_the_earliest_moment_to_look_again():
     later, sooner = CREATED + dt.timedelta(seconds=5), CREATED + dt.timedelta(seconds=1)
-    rows = [("q", {"partition_id": None, "next_check_at": later}),
-            ("q", {"partition_id": None, "next_check_at": None}),
-            ("q", {"partition_id": None, "next_check_at": sooner})]
+    nothing = {"partition_id": None, "conflation": None, "superseded": 0}
+    rows = [("q", {**nothing, "next_check_at": later}),
+            ("q", {**nothing, "next_check_at": None}),
+            ("q", {**nothing, "next_check_at": sooner})]
     decoded = decode_claim(rows, pop(), "", reverse)
     assert decoded.messages == [] and decoded.next_check == sooner and decoded.found
     assert not decode_claim([], pop(), "", reverse).found
@@ -236,3 +241,55 @@ def test_subscription_start_modes():
         "all", None)
     with pytest.raises(BadRequest):
         pop(consumerGroup="g", subscriptionFrom="yesterday-ish")
+
+
+# -- conflation (docs/decisions.md#conflation) ------------------------------------------------
+
+def test_conflation_is_stated_only_by_the_parameter_and_refused_with_auto_ack_or_no_group():
+    assert pop().conflation is None
+    assert pop(consumerGroup="g", conflation="true").conflation is True
+    assert pop(consumerGroup="g", conflation="false").conflation is False
+    with pytest.raises(BadRequest) as refused:
+        pop(consumerGroup="g", conflation="true", autoAck="true")
+    assert refused.value.fields["code"] == "conflation_with_auto_ack"
+    with pytest.raises(BadRequest) as refused:
+        pop(conflation="true")
+    assert refused.value.fields["code"] == "conflation_without_group"
+    # Stating "every message" is allowed with autoAck and in queue mode.
+    assert pop(conflation="false", autoAck="true").auto_ack is True
+
+
+@pytest.mark.parametrize(("stated", "stored", "echo", "conflict"), [
+    (None, None, False, False),   # nobody stated one: every message, no echo
+    (None, True, True, False),    # the stored policy applies to a pop that states none
+    (True, True, True, False),
+    (True, False, False, True),   # the client reads the conflict first, then the echo
+    (False, True, True, True),
+    (False, False, False, False),
+])
+def test_the_reply_echoes_the_stored_policy_and_flags_a_conflict(stated, stored, echo, conflict):
+    query = {"consumerGroup": "g"} if stated is None else {
+        "consumerGroup": "g", "conflation": str(stated).lower()}
+    req = pop(**query)
+    decoded = decode_claim([("q", claimed(P1, 4, frame("a"), conflation=stored, superseded=3))],
+                           req, str(LEASE), reverse)
+    assert decoded.superseded == 3
+    delivery = assemble_reply(req, LEASE, decoded)
+    assert delivery is not None and delivery.superseded == 3
+    assert delivery.reply.get("conflation", False) is echo
+    assert delivery.reply.get("conflationConflict", False) is conflict
+
+
+def test_an_empty_conflating_reply_is_a_body_with_the_echo():
+    req = pop(consumerGroup="g", conflation="true")
+    # A queue never seen: the stated policy is the one its first claim will store.
+    empty = empty_conflation_reply(req, Decoded())
+    assert empty.lease_id is None
+    assert empty.reply == {"success": True, "queue": "q", "consumerGroup": "g", "messages": [],
+                           "partitionsClaimed": 0, "conflation": True}
+    stored_other = decode_claim([("q", {"partition_id": None, "next_check_at": None,
+                                        "conflation": False, "superseded": 0})],
+                                req, "", reverse)
+    assert empty_conflation_reply(req, stored_other).reply == {
+        "success": True, "queue": "q", "consumerGroup": "g", "messages": [],
+        "partitionsClaimed": 0, "conflationConflict": True}

@@ -7,25 +7,19 @@ from ...broker import Broker
 from ...consume import acks
 from ...consume.dlq import read_dead_letters
 from ...consume.pop import parse_pop
-from ...errors import BadRequest
 from ..http import Response, json_response
 from ..request import Request
 
 
 async def pop(broker: Broker, request: Request) -> Response:
     """Every pop route: a queue, a queue's partition, or a namespace and task (the query)."""
-    if wire.query_bool(request.query, "conflation", False):
-        # Not built (issue 23, point 4): refused before anything is claimed. The 2.6 client
-        # raises a conflating pop's 400 to its caller; a 200 without the echo would have
-        # leased messages that its ConflationUnsupportedError then leaves unhandled.
-        raise BadRequest("conflation is not implemented by this broker",
-                         code="not_implemented")
     queue, partition = request.params.get("queue"), request.params.get("partition")
     req = parse_pop(request.query, broker.settings,
                     queue=None if queue is None else wire.name(queue, "queue"),
                     partition=None if partition is None else wire.name(partition, "partition"))
     delivery = await broker.consumer.pop(req, request.gone)
-    broker.activity.record_pop(req.queue, None if delivery is None else delivery.reply)
+    broker.activity.record_pop(req.queue, None if delivery is None else delivery.reply,
+                               superseded=0 if delivery is None else delivery.superseded)
     if delivery is None:
         return Response(204, b"", [], items=0)
     response = json_response(200, delivery.reply, items=len(delivery.reply["messages"]),

@@ -9,6 +9,12 @@
 -- ordinary dead letters again. A claim never outlives its delivery (docs/api.md: Pops): what
 -- the broker cannot decode goes through queen.dead_letter_undecodable, and a reply that
 -- cannot be sent gives the lease back through queen.release_lease.
+-- Conflation (docs/decisions.md#conflation): p_conflation, when not NULL, states the group's
+-- policy; the first pop that states one stores it on the subscription, and the stored one
+-- applies. A conflating group is given, per partition, only the newest deliverable message:
+-- its cursor moves past the older ones (superseded: consumed, never dead-lettered) under the
+-- partition's lease. Every row carries the stored policy, and each claimed partition's first
+-- row how many it superseded.
 CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queue          text,
     p_partition      text,
@@ -19,7 +25,8 @@ CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_auto_ack       boolean,
     -- A new group's start: 'all' (the beginning), 'new' (this moment) or 'from' p_start_from.
     p_start_mode     text,
-    p_start_from     timestamptz
+    p_start_from     timestamptz,
+    p_conflation     boolean DEFAULT NULL
 ) RETURNS SETOF queen.claim_row LANGUAGE plpgsql AS $$
 DECLARE
     r          queen.claim_row;
@@ -42,6 +49,12 @@ DECLARE
     run_from   integer;
     d          record;
     retried    integer;
+    policy     boolean;
+    newest     bigint;
+    at_off     bigint;
+    jumped     boolean;
+    sup        bigint;
+    rest       integer;
 BEGIN
     SELECT qq.id, qq.lease_time, qq.delayed_processing, qq.window_buffer, qq.retry_limit,
            qq.dead_letter_queue
@@ -49,11 +62,22 @@ BEGIN
     IF q IS NULL THEN
         RETURN;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM queen.subscriptions s
-                    WHERE s.queue_id = q.id AND s.consumer_group = p_group) THEN
+    SELECT s.conflation INTO policy FROM queen.subscriptions s
+     WHERE s.queue_id = q.id AND s.consumer_group = p_group;
+    IF NOT FOUND THEN
         PERFORM queen.join_group(q.id, p_group, CASE p_start_mode
             WHEN 'new' THEN now_at WHEN 'from' THEN p_start_from END);
     END IF;
+    IF policy IS NULL AND p_conflation IS NOT NULL THEN
+        -- The first pop that states a policy stores it; a racing one that stated the other
+        -- finds it stored (the row's lock orders them) and gets the stored one.
+        UPDATE queen.subscriptions s SET conflation = p_conflation
+         WHERE s.queue_id = q.id AND s.consumer_group = p_group AND s.conflation IS NULL;
+        SELECT s.conflation INTO policy FROM queen.subscriptions s
+         WHERE s.queue_id = q.id AND s.consumer_group = p_group;
+    END IF;
+    r.conflation := policy;
+    r.superseded := 0;
     cut_at := now_at - make_interval(secs => q.delayed_processing);
     lease_secs := CASE WHEN q.lease_time > 0 THEN q.lease_time ELSE 60 END;
 
@@ -92,10 +116,44 @@ BEGIN
                 retries := 0;
             END IF;
         END IF;
+        -- A conflating group skips to the newest deliverable message: the older ones are
+        -- superseded (the cursor moves past them as consumed; deleted ones are not counted),
+        -- and the failed deliveries counted were a superseded message's.
+        jumped := false;
+        sup := 0;
+        IF policy THEN
+            newest := NULL;
+            FOR seg IN
+                SELECT s.first_offset, s.message_count
+                  FROM queen.segments s
+                 WHERE s.partition_id = cs.partition_id
+                   AND s.first_offset + s.message_count > cur
+                   AND s.created_at <= cut_at
+                 ORDER BY s.first_offset DESC
+            LOOP
+                at_off := seg.first_offset + seg.message_count - 1;
+                WHILE hidden IS NOT NULL AND at_off >= greatest(seg.first_offset, cur)
+                      AND at_off = ANY (hidden) LOOP
+                    at_off := at_off - 1;
+                END LOOP;
+                IF at_off >= greatest(seg.first_offset, cur) THEN
+                    newest := at_off;
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF newest > cur THEN
+                sup := newest - cur - (SELECT count(*) FROM unnest(hidden) h
+                                        WHERE h >= cur AND h < newest);
+                cur := newest;
+                retries := 0;
+                jumped := true;
+            END IF;
+        END IF;
+
         -- A lease that expired with messages unsettled was a failed delivery; not for a
         -- streams query's source group, whose gate lets leases expire on purpose
         -- (docs/decisions.md#streams-lease-expiries).
-        IF cs.lease_id IS NOT NULL AND cs.delivered_until > cur
+        IF NOT jumped AND cs.lease_id IS NOT NULL AND cs.delivered_until > cur
            AND NOT EXISTS (SELECT 1 FROM queen.stream_groups sg
                             WHERE sg.queue_name = p_queue AND sg.consumer_group = p_group) THEN
             retries := retries + 1;
@@ -144,6 +202,7 @@ BEGIN
             r.first_offset := d.message_offset; r.created_at := d.message_created_at;
             r.frames := d.frame; r.frame_ends := ARRAY[length(d.frame)];
             r.skip_frames := 0; r.take_frames := 1; r.next_check_at := NULL;
+            r.superseded := sup; sup := 0;
             RETURN NEXT r;
             remaining := remaining - 1;
             retried := retried + 1;
@@ -167,6 +226,11 @@ BEGIN
             CONTINUE;
         END IF;
 
+        IF policy THEN
+            -- One message per partition: the newest (the cursor is at it now).
+            rest := remaining;
+            remaining := 1;
+        END IF;
         SELECT max(s.first_offset) INTO seg_start
           FROM queen.segments s WHERE s.partition_id = cs.partition_id AND s.first_offset <= cur;
         until_off := cur;
@@ -205,6 +269,7 @@ BEGIN
                           FROM unnest(seg.frame_ends[run_from + 1 : pos]) e);
                     r.skip_frames := 0; r.take_frames := pos - run_from;
                     r.next_check_at := NULL;
+                    r.superseded := sup; sup := 0;
                     RETURN NEXT r;
                     until_off := seg.first_offset + pos;
                 END LOOP;
@@ -221,10 +286,14 @@ BEGIN
                                     FROM unnest(seg.frame_ends[skip_n + 1 : skip_n + take_n]) e);
             r.skip_frames := 0; r.take_frames := take_n;
             r.next_check_at := NULL;
+            r.superseded := sup; sup := 0;
             RETURN NEXT r;
             remaining := remaining - take_n;
             until_off := seg.first_offset + skip_n + take_n;
         END LOOP;
+        IF policy THEN
+            remaining := rest - (1 - remaining);
+        END IF;
 
         IF until_off = cur THEN
             -- Nothing deliverable after all (a dead-lettered poison message was the last).
@@ -269,6 +338,7 @@ BEGIN
            AND st.head_at IS NOT NULL;
         r.partition_id := NULL; r.partition_name := NULL; r.first_offset := NULL; r.created_at := NULL;
         r.frames := NULL; r.skip_frames := NULL; r.take_frames := NULL; r.frame_ends := NULL;
+        r.superseded := 0;
         RETURN NEXT r;
     END IF;
 END;

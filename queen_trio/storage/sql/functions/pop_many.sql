@@ -9,7 +9,9 @@ CREATE OR REPLACE FUNCTION queen.pop_many(
     p_lease_ids      uuid[],
     p_auto_acks      boolean[],
     p_start_modes    text[],
-    p_start_froms    timestamptz[]
+    p_start_froms    timestamptz[],
+    -- Each request's stated conflation policy (NULL: none stated).
+    p_conflations    boolean[] DEFAULT NULL
 ) RETURNS TABLE (request_no integer, claim queen.claim_row) LANGUAGE plpgsql AS $$
 DECLARE
     i integer;
@@ -19,7 +21,8 @@ BEGIN
             SELECT i, c
               FROM queen.pop_claim(p_queues[i], p_partitions[i], p_groups[i], p_batches[i],
                                    p_max_partitions[i], p_lease_ids[i], p_auto_acks[i],
-                                   p_start_modes[i], p_start_froms[i]) c;
+                                   p_start_modes[i], p_start_froms[i],
+                                   p_conflations[i]) c;
     END LOOP;
 END;
 $$;

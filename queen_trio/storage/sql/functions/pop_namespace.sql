@@ -11,7 +11,9 @@ CREATE OR REPLACE FUNCTION queen.pop_namespace(
     p_lease_id       uuid,
     p_auto_ack       boolean,
     p_start_mode     text,
-    p_start_from     timestamptz
+    p_start_from     timestamptz,
+    -- The pop's stated conflation policy (NULL: none), stated to each queue it claims from.
+    p_conflation     boolean DEFAULT NULL
 ) RETURNS TABLE (queue_name text, claim queen.claim_row) LANGUAGE plpgsql AS $$
 DECLARE
     qn        text;
@@ -35,7 +37,7 @@ BEGIN
         got := 0;
         FOR c IN SELECT * FROM queen.pop_claim(qn, NULL, p_group, remaining, p_max_partitions,
                                                p_lease_id, p_auto_ack, p_start_mode,
-                                               p_start_from)
+                                               p_start_from, p_conflation)
         LOOP
             IF c.partition_id IS NULL THEN
                 misses := misses || c;

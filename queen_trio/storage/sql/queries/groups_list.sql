@@ -12,6 +12,7 @@ WITH per AS (
      GROUP BY gf.queue_id, gf.consumer_group
 )
 SELECT s.consumer_group, q.name AS queue_name, s.start_at, s.created_at AS subscribed_at,
+       s.conflation,
        coalesce(per.members, 0) AS members,
        coalesce(per.partitions_with_lag, 0) AS partitions_with_lag,
        coalesce(per.total_lag, 0) AS total_lag,

@@ -1,8 +1,15 @@
 -- The views and triggers that depend on the function or view :identity (and would stop a
 -- DROP of it): (kind, name, identity) of each.
+-- A function's identity names its arguments (schema_object_identities), which regprocedure
+-- cannot parse: it is matched in the same spelling.
 WITH target AS (
-    SELECT CASE :kind WHEN 'function' THEN to_regprocedure(:identity)::oid
-                      WHEN 'view' THEN to_regclass(:identity)::oid END AS oid
+    SELECT CASE :kind
+             WHEN 'function' THEN (
+                 SELECT p.oid FROM pg_proc p
+                  WHERE p.pronamespace = 'queen'::regnamespace
+                    AND format('queen.%I(%s)', p.proname,
+                               pg_get_function_identity_arguments(p.oid)) = :identity)
+             WHEN 'view' THEN to_regclass(:identity)::oid END AS oid
 )
 SELECT 'trigger' AS kind, t.tgname::text AS name,
        format('%I ON %I.%I', t.tgname, n.nspname, c.relname) AS identity

@@ -48,7 +48,7 @@ export default function group({ main, params }) {
           });
           table.update(partitions);
           return card(queue, {
-            subtitle: s ? h("span", {}, badge(s.state), ` ${num(s.totalLag)} left · max lag ${duration(s.maxTimeLag)} · subscription ${s.subscriptionMode}`) : null,
+            subtitle: s ? h("span", {}, badge(s.state), ` ${num(s.totalLag)} left · max lag ${duration(s.maxTimeLag)} · subscription ${s.subscriptionMode} · delivery ${s.conflation ? "conflation (newest per partition)" : "every message"}`) : null,
             actions: [link(["queues", queue], "Queue"), seekButton({ group: name, queue }, "Seek queue…"), deleteGroupButton(name, queue)],
           }, table.el);
         }));
