@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -154,14 +155,14 @@ async def idle_flush(url: str, q: Queen, tag: str) -> dict:
 
 
 async def gate(url: str, q: Queen, tag: str) -> dict:
-    """A token bucket (capacity 5, 2 a second) over a 2 s lease, for 5 lease periods; and one
-    refilling 0.125 a second (a token every 4 lease periods) on a queue with retryLimit 1, for
+    """A token bucket (capacity 5, 2 a second) over a 1 s lease, for 5 lease periods; and one
+    refilling 0.25 a second (a token every 4 lease periods) on a queue with retryLimit 1, for
     10 periods."""
     out = {}
-    for name, capacity, refill, seconds, retry_limit in (("fast", 5, 2.0, 10.0, 3),
-                                                         ("slow", 1, 0.125, 20.0, 1)):
+    for name, capacity, refill, seconds, retry_limit in (("fast", 5, 2.0, 5.0, 3),
+                                                         ("slow", 1, 0.25, 10.0, 1)):
         src, sink = f"{tag}.gate.{name}.src", f"{tag}.gate.{name}.sink"
-        await q.queue(src).config({"lease_time": 2, "retry_limit": retry_limit}).create()
+        await q.queue(src).config({"lease_time": 1, "retry_limit": retry_limit}).create()
         await push(q, src, "p0", [{"n": n} for n in range(60)])
         started = time.monotonic()
         runner = await (Stream.from_(q.queue(src))
@@ -292,7 +293,8 @@ SCENARIOS = {"stateless": stateless, "windows": windows, "late": late, "idle": i
 
 
 async def main(url: str, names: list[str]) -> dict:
-    tag = f"t{int(time.time() * 1000) % 100000}"
+    # Two flows may run at once against one database: the pid keeps their names apart.
+    tag = f"t{int(time.time() * 1000) % 100000}x{os.getpid()}"
     async with Queen(url) as q:
         results = await asyncio.gather(*(SCENARIOS[n](url, q, f"{tag}{n[:2]}") for n in names))
     return dict(zip(names, results, strict=True))
