@@ -17,8 +17,15 @@ function loadUplot() {
   return uplot;
 }
 
+// The colour a custom property of app.css stands for in the current theme. The properties are
+// light-dark() pairs, which only a colour property resolves, so it is read through a probe's.
 function cssVar(name) {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const probe = h("i", { hidden: true });
+  probe.style.setProperty("color", `var(${name})`); // CSSOM, which the CSP allows
+  document.body.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour;
 }
 
 // A chart of `series` over time: update() with the points' timestamps and one array per

@@ -2,7 +2,7 @@
 // through a live refresh, error and empty states, badges, confirmations and toasts.
 
 import { append, h, replace } from "./dom.js";
-import { json, num } from "./format.js";
+import { ago, duration, json, num, time } from "./format.js";
 import { needs, session } from "./session.js";
 
 let cards = 0;
@@ -50,6 +50,25 @@ export function figureColumns(of) {
     { key: "total", label: "Total", num: true, value: (r) => of(r).total, render: (r) => num(of(r).total) },
     { key: "dlq", label: "Dead letters", num: true, value: (r) => of(r).deadLetter, render: (r) => num(of(r).deadLetter) },
   ];
+}
+
+// A consumer group's cursor on each partition of a queue, one row a partition (the group and
+// queue pages). The group page adds `detailed`: the oldest unconsumed message and the retries.
+// `seek` gives a row's seek button.
+export function cursorColumns(seek, { detailed = false } = {}) {
+  return [
+    { key: "partition", label: "Partition", header: true, render: (r) => r.partition },
+    { key: "consumed", label: "Consumed", num: true, render: (r) => num(r.totalConsumed) },
+    { key: "left", label: "Left", num: true, render: (r) => num(r.offsetLag) },
+    { key: "lag", label: "Time lag", num: true, render: (r) => duration(r.timeLagSeconds) },
+    detailed && { key: "oldest", label: "Oldest unconsumed", render: (r) => (r.oldestUnconsumedAt ? time(r.oldestUnconsumedAt) : "–") },
+    { key: "last", label: "Last consumed", render: (r) => ago(r.lastConsumedAt) },
+    { key: "lease", label: "Lease", render: (r) => (r.leaseActive ? `until ${time(r.leaseExpiresAt)}` : "–") },
+    { key: "processing", label: "In flight", num: true, render: (r) => num(r.processing) },
+    { key: "dlq", label: "Dead letters", num: true, render: (r) => num(r.deadLetters) },
+    detailed && { key: "retries", label: "Retries", num: true, render: (r) => num(r.retryCount) },
+    { key: "seek", label: "", render: seek },
+  ].filter(Boolean);
 }
 
 // "encryption disabled: bad key" (or "no key"), from /health's encryption; null when on.

@@ -3,8 +3,8 @@
 import { deleteGroupButton, seekButton } from "../actions.js";
 import { get, path } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { ago, duration, groupLabel, num, time } from "../format.js";
-import { badge, card, emptyState, Region, Table } from "../ui.js";
+import { duration, groupLabel, num } from "../format.js";
+import { badge, card, cursorColumns, emptyState, Region, Table } from "../ui.js";
 
 export default function group({ main, params }) {
   const name = params.group;
@@ -32,19 +32,8 @@ export default function group({ main, params }) {
           const table = new Table({
             label: `${groupLabel(name)} on ${queue}`,
             key: (r) => r.partitionId,
-            columns: [
-              { key: "partition", label: "Partition", header: true, render: (r) => r.partition },
-              { key: "consumed", label: "Consumed", num: true, render: (r) => num(r.totalConsumed) },
-              { key: "left", label: "Left", num: true, render: (r) => num(r.offsetLag) },
-              { key: "lag", label: "Time lag", num: true, render: (r) => duration(r.timeLagSeconds) },
-              { key: "oldest", label: "Oldest unconsumed", render: (r) => (r.oldestUnconsumedAt ? time(r.oldestUnconsumedAt) : "–") },
-              { key: "last", label: "Last consumed", render: (r) => ago(r.lastConsumedAt) },
-              { key: "lease", label: "Lease", render: (r) => (r.leaseActive ? `until ${time(r.leaseExpiresAt)}` : "–") },
-              { key: "processing", label: "In flight", num: true, render: (r) => num(r.processing) },
-              { key: "dlq", label: "Dead letters", num: true, render: (r) => num(r.deadLetters) },
-              { key: "retries", label: "Retries", num: true, render: (r) => num(r.retryCount) },
-              { key: "seek", label: "", render: (r) => seekButton({ group: name, queue, partition: r.partition }) },
-            ],
+            columns: cursorColumns((r) => seekButton({ group: name, queue, partition: r.partition }),
+                                   { detailed: true }),
           });
           table.update(partitions);
           return card(queue, {

@@ -7,7 +7,7 @@ import { h, link, replace } from "../dom.js";
 import { ago, duration, groupLabel, num, time } from "../format.js";
 import { openPop, openPush } from "../forms.js";
 import { can } from "../session.js";
-import { badge, card, definitions, emptyState, encryptionOff, FIGURES_NOTE, figureColumns, figureTiles, Region, Table, tiles } from "../ui.js";
+import { badge, card, cursorColumns, definitions, emptyState, encryptionOff, FIGURES_NOTE, figureColumns, figureTiles, Region, Table, tiles } from "../ui.js";
 
 export default function queue({ main, params }) {
   const name = params.queue;
@@ -121,17 +121,7 @@ export default function queue({ main, params }) {
       const cursors = new Table({
         label: `Cursors of ${groupLabel(g.name)} on ${name}`,
         key: (r) => r.partitionId,
-        columns: [
-          { key: "partition", label: "Partition", header: true, render: (r) => r.partition },
-          { key: "consumed", label: "Consumed", num: true, render: (r) => num(r.totalConsumed) },
-          { key: "left", label: "Left", num: true, render: (r) => num(r.offsetLag) },
-          { key: "lag", label: "Time lag", num: true, render: (r) => duration(r.timeLagSeconds) },
-          { key: "last", label: "Last consumed", render: (r) => ago(r.lastConsumedAt) },
-          { key: "lease", label: "Lease", render: (r) => (r.leaseActive ? `until ${time(r.leaseExpiresAt)}` : "–") },
-          { key: "processing", label: "In flight", num: true, render: (r) => num(r.processing) },
-          { key: "dlq", label: "Dead letters", num: true, render: (r) => num(r.deadLetters) },
-          { key: "seek", label: "", render: (r) => seekButton({ group: g.name, queue: name, partition: r.partition }) },
-        ],
+        columns: cursorColumns((r) => seekButton({ group: g.name, queue: name, partition: r.partition })),
       });
       cursors.update(rows);
       return h("div", { class: "group-block", dataset: { group: g.name } },
