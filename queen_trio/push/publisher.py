@@ -6,7 +6,7 @@ import logging
 
 from ..queues.queues import Queues, retry_while_stale
 from ..storage.encryption import PayloadCipher
-from .bundle import PackedGroup, pack_group
+from .bundle import PackedGroup, Segment, pack_group
 from .items import Group, PushItem, PushResult, group_items
 from .lane import LaneClosed, PushLane
 from .outcome import Outcome, http_status
@@ -108,6 +108,11 @@ class Publisher:
             return
         for item in writers:
             item.settle(Outcome.BUFFERED)
+
+    def segments(self, items: list[PushItem], producer_sub: str | None) -> list[Segment]:
+        """The items as one segment per group, packed now, for a caller that commits them in
+        its own transaction (transactions, stream cycles) rather than through the lane."""
+        return [Segment.fuse([self.pack(group, producer_sub)]) for group in group_items(items)]
 
     def pack(self, group: Group, producer_sub: str | None) -> PackedGroup:
         """Pack a group under what the broker assumes about its queue (encrypting if asked)."""

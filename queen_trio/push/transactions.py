@@ -24,11 +24,11 @@ from .. import ids, wire
 from ..consume.acks import Ack, apply_acks, parse_ack
 from ..consume.wakeups import WakeRegistry
 from ..errors import BadRequest
-from ..queues.queues import Queues, retry_while_stale
+from ..queues.queues import Queues, StaleQueues, retry_while_stale
 from ..storage.database import Database
 from ..storage.sql import Q
 from .bundle import Segment, commit_in_transaction
-from .items import PushItem, group_items
+from .items import PushItem
 from .parse import build_item, trace_id
 from .publisher import Publisher
 from .riders import REFUSED, RIDERS
@@ -236,10 +236,6 @@ class _Abort(Exception):
     """Roll the transaction back and answer success:false with this reason."""
 
 
-class _Stale(Exception):
-    pass
-
-
 class _Precondition(Exception):
     """A rider's `required` op lost: roll back, answer this kv_precondition verdict."""
 
@@ -275,15 +271,11 @@ class TransactionRunner:
 
         async def attempt() -> set[str]:
             nonlocal segments, released, rider_results
-            segments = [Segment.fuse([self._publisher.pack(group, producer_sub)])
-                        for group in group_items(pushes)]
+            segments = self._publisher.segments(pushes, producer_sub)
             rider_results = []
-            try:
-                released = await self._db.call(
-                    lambda conn: self._in_transaction(conn, segments, ack_ops, leases, riders,
-                                                      len(ops), rider_results))
-            except _Stale as exc:
-                return set(exc.args[0])
+            released = await self._db.call(
+                lambda conn: self._in_transaction(conn, segments, ack_ops, leases, riders,
+                                                  len(ops), rider_results))
             return set()
 
         try:
@@ -343,7 +335,7 @@ class TransactionRunner:
                 raise _Abort("requiredLeases: a lease is not live (expired, released or unknown)")
             stale, full = await commit_in_transaction(conn, segments)
             if stale:
-                raise _Stale(stale)
+                raise StaleQueues(stale)
             if full:
                 raise _Abort(f"queue full: {full}")
             released: list[str] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import asyncpg
@@ -174,13 +174,25 @@ async def _delete(conn: asyncpg.Connection, name: str) -> dict[str, Any]:
 MAX_STALE_RETRIES = 3
 
 
+class StaleQueues(Exception):
+    """Raised inside an attempt (rolling its transaction back): these queues' cached facts
+    were stale."""
+
+    def __init__(self, queues: Iterable[str]) -> None:
+        self.queues = set(queues)
+        super().__init__(sorted(self.queues))
+
+
 async def retry_while_stale(queues: Queues,
                             attempt: Callable[[], Awaitable[set[str]]]) -> bool:
-    """Run `attempt` until it reports no queue whose cached facts were stale, refreshing
-    those queues in between, at most MAX_STALE_RETRIES more times. False when the last
-    attempt was still stale."""
+    """Run `attempt` until it reports no queue whose cached facts were stale (by returning
+    them, or by raising StaleQueues), refreshing those queues in between, at most
+    MAX_STALE_RETRIES more times. False when the last attempt was still stale."""
     for tries in range(MAX_STALE_RETRIES + 1):
-        stale = await attempt()
+        try:
+            stale = await attempt()
+        except StaleQueues as exc:
+            stale = exc.queues
         if not stale:
             return True
         if tries == MAX_STALE_RETRIES:

@@ -26,10 +26,9 @@ from .. import ids, wire
 from ..consume.wakeups import WakeRegistry
 from ..errors import Conflict
 from ..push.bundle import Segment, commit_in_transaction
-from ..push.items import group_items
 from ..push.outcome import Outcome
 from ..push.publisher import Publisher
-from ..queues.queues import Queues, retry_while_stale
+from ..queues.queues import Queues, StaleQueues, retry_while_stale
 from ..storage.database import Database
 from ..storage.sql import Q
 from .parse import Cycle, Registration, StateQuery
@@ -48,10 +47,6 @@ OUTCOMES = ("committed", "failed", "replayed", "refused")
 
 class _Abort(Exception):
     """Roll the cycle back and answer success:false with this text."""
-
-
-class _Stale(Exception):
-    pass
 
 
 @attrs.frozen
@@ -153,13 +148,8 @@ class Streams:
 
         async def attempt() -> set[str]:
             nonlocal done, segments
-            segments = [Segment.fuse([self._publisher.pack(group, producer_sub)])
-                        for group in group_items(cycle.push_items)]
-            try:
-                done = await self._retrying(
-                    lambda conn: self._in_transaction(conn, cycle, segments))
-            except _Stale as exc:
-                return set(exc.args[0])
+            segments = self._publisher.segments(cycle.push_items, producer_sub)
+            done = await self._retrying(lambda conn: self._in_transaction(conn, cycle, segments))
             return set()
 
         try:
@@ -216,7 +206,7 @@ class Streams:
                     raise _Abort(_foreign_key_text(exc, cycle), queue_name) from None
             stale, full = await commit_in_transaction(conn, segments)
             if stale:
-                raise _Stale(stale)
+                raise StaleQueues(stale)
             if full:
                 raise _Abort(f"queue full: {full} (maxSize)", queue_name)
             ack_result: dict[str, Any] | None = None

@@ -31,7 +31,7 @@ from ..errors import DatabaseUnavailable, Overloaded
 from ..push.bundle import PackedGroup, Segment, commit_bundle
 from ..push.items import Group, PushItem
 from ..push.outcome import Outcome
-from ..queues.queues import QueueFacts, Queues
+from ..queues.queues import QueueFacts, Queues, StaleQueues, retry_while_stale
 from ..storage import frames
 from ..storage.database import Database, is_connection_failure
 from ..storage.encryption import PayloadCipher
@@ -57,10 +57,6 @@ class SweeperStatistics:
     probes: int
     lateness_counts: tuple[int, ...]  # per LATENESS_BUCKETS (not cumulative), then +Inf
     lateness_sum: float
-
-
-class _Stale(Exception):
-    """Queue facts the fire assumed were stale: refresh them and fire again."""
 
 
 class _FireFailed(Exception):
@@ -184,14 +180,12 @@ class TimerSweeper:
 
     async def _fire_retrying(self, token: uuid.UUID,
                              keys: tuple[list[str], list[str]] | None, queues: set[str]) -> None:
-        for _ in range(4):
-            try:
-                await self._fire(token, keys, queues)
-                return
-            except _Stale as exc:
-                for queue in exc.args[0]:
-                    await self._queues.refresh(queue)
-        raise _FireFailed("queue configuration kept changing")
+        async def attempt() -> set[str]:
+            await self._fire(token, keys, queues)
+            return set()
+
+        if not await retry_while_stale(self._queues, attempt):
+            raise _FireFailed("queue configuration kept changing")
 
     async def _fire(self, token: uuid.UUID, keys: tuple[list[str], list[str]] | None,
                     queues: set[str]) -> None:
@@ -209,7 +203,7 @@ class TimerSweeper:
                 await commit_bundle(conn, segments)
                 stale = {seg.queue for seg in segments if seg.outcome is Outcome.STALE}
                 if stale:
-                    raise _Stale(stale)
+                    raise StaleQueues(stale)
                 full = [seg.queue for seg in segments if seg.outcome is Outcome.FULL]
                 if full:
                     raise _FireFailed(f"queue full: {full[0]}")
