@@ -9,6 +9,8 @@ RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
+    v_found boolean;
+    v_live boolean;
     v_new numeric;
     v_version bigint;
     v_expires timestamptz := CASE WHEN p_ttl IS NULL THEN NULL
@@ -18,39 +20,33 @@ BEGIN
         SELECT k.value, k.version, k.expires_at INTO r
           FROM queen.kv k WHERE k.ns = p_ns AND k.key = p_key
            FOR UPDATE;
-        IF FOUND AND (r.expires_at IS NULL OR r.expires_at > p_now) THEN
-            IF jsonb_typeof(r.value) <> 'number' THEN
-                RETURN jsonb_build_object('applied', false, 'reason', 'type', 'value', r.value,
-                                          'version', r.version);
-            END IF;
-            v_new := (r.value #>> '{}')::numeric + p_delta;
-            IF (p_min IS NOT NULL AND v_new < p_min) OR (p_max IS NOT NULL AND v_new > p_max) THEN
-                RETURN jsonb_build_object('applied', false, 'reason', 'limit', 'value', r.value,
-                                          'version', r.version);
-            END IF;
+        v_found := FOUND;
+        v_live := v_found AND (r.expires_at IS NULL OR r.expires_at > p_now);
+        IF v_live AND jsonb_typeof(r.value) <> 'number' THEN
+            RETURN jsonb_build_object('applied', false, 'reason', 'type', 'value', r.value,
+                                      'version', r.version);
+        END IF;
+        v_new := CASE WHEN v_live THEN (r.value #>> '{}')::numeric + p_delta ELSE p_delta END;
+        IF (p_min IS NOT NULL AND v_new < p_min) OR (p_max IS NOT NULL AND v_new > p_max) THEN
+            RETURN jsonb_build_object('applied', false, 'reason', 'limit',
+                                      'value', CASE WHEN v_live THEN r.value END,
+                                      'version', CASE WHEN v_live THEN r.version ELSE 0 END);
+        END IF;
+        IF v_live THEN  -- the row keeps its expiry
             UPDATE queen.kv
                SET value = to_jsonb(v_new), version = nextval('queen.kv_version_seq'),
                    updated_at = p_now
              WHERE ns = p_ns AND key = p_key
             RETURNING version, expires_at INTO v_version, v_expires;
-            RETURN jsonb_build_object('applied', true, 'value', to_jsonb(v_new),
-                                      'version', v_version,
-                                      'expiresAt', queen.kv_time(v_expires));
+            EXIT;
         END IF;
-        v_new := p_delta;
-        IF (p_min IS NOT NULL AND v_new < p_min) OR (p_max IS NOT NULL AND v_new > p_max) THEN
-            RETURN jsonb_build_object('applied', false, 'reason', 'limit', 'value', NULL,
-                                      'version', 0);
-        END IF;
-        IF FOUND THEN  -- an expired row, locked above: a new window
+        IF v_found THEN  -- an expired row, locked above: a new window
             UPDATE queen.kv
                SET value = to_jsonb(v_new), version = nextval('queen.kv_version_seq'),
                    expires_at = v_expires, created_at = p_now, updated_at = p_now
              WHERE ns = p_ns AND key = p_key
             RETURNING version INTO v_version;
-            RETURN jsonb_build_object('applied', true, 'value', to_jsonb(v_new),
-                                      'version', v_version,
-                                      'expiresAt', queen.kv_time(v_expires));
+            EXIT;
         END IF;
         INSERT INTO queen.kv (ns, key, value, version, expires_at, created_at, updated_at)
         VALUES (p_ns, p_key, to_jsonb(v_new), 0, v_expires, p_now, p_now)
@@ -59,11 +55,11 @@ BEGIN
             UPDATE queen.kv SET version = nextval('queen.kv_version_seq')
              WHERE ns = p_ns AND key = p_key
             RETURNING version INTO v_version;
-            RETURN jsonb_build_object('applied', true, 'value', to_jsonb(v_new),
-                                      'version', v_version,
-                                      'expiresAt', queen.kv_time(v_expires));
+            EXIT;
         END IF;
         -- A racer created it first: read it again, now that its insert has committed.
     END LOOP;
+    RETURN jsonb_build_object('applied', true, 'value', to_jsonb(v_new), 'version', v_version,
+                              'expiresAt', queen.kv_time(v_expires));
 END;
 $$;
