@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -108,15 +109,22 @@ def _body(body: bytes) -> dict[str, Any]:
     return decoded
 
 
+def _stored_text(value: str, label: str, bound: int, too_long: Callable[[], Exception]) -> str:
+    """`value` as PostgreSQL text holds it (no NUL), of at most `bound` UTF-8 bytes; past the
+    bound `too_long()` is raised (docs/streams.md: a name past it is a 413, a key a 400)."""
+    if "\x00" in value:
+        raise BadRequest(f"{label} must not contain NUL characters")
+    if len(value.encode()) > bound:
+        raise too_long()
+    return value
+
+
 def _required_text(body: dict[str, Any], field: str) -> str:
     value = body.get(field)
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{field} is required")
-    if "\x00" in value:
-        raise BadRequest(f"{field} must not contain NUL characters")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise TooLarge(f"{field} must be at most {MAX_NAME_BYTES} bytes")
-    return value
+    return _stored_text(value, field, MAX_NAME_BYTES,
+                        lambda: TooLarge(f"{field} must be at most {MAX_NAME_BYTES} bytes"))
 
 
 def _flag(body: dict[str, Any], field: str, default: bool) -> bool:
@@ -152,11 +160,8 @@ def _array(body: dict[str, Any], field: str, bound: int) -> list[Any]:
 def _key(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"key{where} must be a string")
-    if "\x00" in value:
-        raise BadRequest(f"key{where} must not contain NUL characters")
-    if len(value.encode()) > MAX_KEY_BYTES:
-        raise BadRequest(f"key{where} is longer than {MAX_KEY_BYTES} bytes")
-    return value
+    return _stored_text(value, f"key{where}", MAX_KEY_BYTES,
+                        lambda: BadRequest(f"key{where} is longer than {MAX_KEY_BYTES} bytes"))
 
 
 def _json_value(value: Any, where: str) -> str:
