@@ -64,20 +64,10 @@ class Histogram:
         return HistogramSnapshot(self._buckets, tuple(self._counts), self._sum, self._count)
 
 
-@attrs.define
-class QueueCounts:
-    pushed: int = 0
-    pop_requests: int = 0
-    pop_empty: int = 0
-    popped: int = 0
-    acked: int = 0
-    nacked: int = 0
-    ack_failed: int = 0
-    dead_lettered: int = 0
-
-
 @attrs.frozen
 class QueueActivity:
+    """One queue's counts; Activity counts them in a Counter keyed by these names."""
+
     pushed: int
     pop_requests: int
     pop_empty: int
@@ -86,6 +76,10 @@ class QueueActivity:
     nacked: int
     ack_failed: int
     dead_lettered: int
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> QueueActivity:
+        return cls(**{field.name: counts.get(field.name, 0) for field in attrs.fields(cls)})
 
 
 @attrs.frozen
@@ -122,16 +116,16 @@ class Activity:
         self._counts: Counter[str] = Counter()
         self._binary: Counter[str] = Counter()
         self._push_items: Counter[str] = Counter()
-        self._queues: dict[str, QueueCounts] = {}
+        self._queues: dict[str, Counter[str]] = {}
         self._responses: Counter[tuple[str, str, int]] = Counter()
         self._latency: dict[tuple[str, str], Histogram] = {}
         self._segments = Histogram(SEGMENT_BUCKETS)
         self._bundles = Histogram(BUNDLE_BUCKETS)
 
-    def _queue(self, name: str) -> QueueCounts:
+    def _queue(self, name: str) -> Counter[str]:
         counts = self._queues.get(name)
         if counts is None:
-            counts = self._queues[name] = QueueCounts()
+            counts = self._queues[name] = Counter()
         return counts
 
     # -- recorded by the web layer -------------------------------------------------------------
@@ -157,7 +151,7 @@ class Activity:
             self._push_items[status] += 1
             if status == "queued":
                 self._counts["push_messages"] += 1
-                self._queue(result["queueName"]).pushed += 1
+                self._queue(result["queueName"])["pushed"] += 1
 
     def record_pop(self, queue: str | None, reply: Mapping[str, Any] | None, *,
                    superseded: int = 0) -> None:
@@ -170,16 +164,16 @@ class Activity:
             self._counts["pop_empty"] += 1
             if queue is not None and (queue in self._queues or len(self._queues) < MAX_QUEUES):
                 counts = self._queue(queue)
-                counts.pop_requests += 1
-                counts.pop_empty += 1
+                counts["pop_requests"] += 1
+                counts["pop_empty"] += 1
             return
         self._counts["pop_messages"] += len(messages)
         assert reply is not None
         by_queue = Counter(m.get("queue", queue or reply["queue"]) for m in messages)
         for name, n in by_queue.items():
             counts = self._queue(name)
-            counts.pop_requests += 1
-            counts.popped += n
+            counts["pop_requests"] += 1
+            counts["popped"] += n
 
     def record_acks(self, statuses: Sequence[str], results: Sequence[Mapping[str, Any]], *,
                     request: bool = True) -> None:
@@ -188,19 +182,19 @@ class Activity:
             self._counts["ack_requests"] += 1
         for status, result in zip(statuses, results, strict=False):
             name = result.get("queueName")
-            counts = self._queue(name) if name else QueueCounts()
+            counts = self._queue(name) if name else Counter[str]()
             if not result["success"]:
                 self._counts["ack_failed"] += 1
-                counts.ack_failed += 1
+                counts["ack_failed"] += 1
             elif result.get("dlq") or status in ("completed", "success", "dlq"):
                 self._counts["ack_messages"] += 1
-                counts.acked += 1
+                counts["acked"] += 1
                 if result.get("dlq"):
                     self._counts["dead_lettered"] += 1
-                    counts.dead_lettered += 1
+                    counts["dead_lettered"] += 1
             else:
                 self._counts["nacked"] += 1
-                counts.nacked += 1
+                counts["nacked"] += 1
 
     def record_transaction(self, ack_statuses: Sequence[str],
                            reply: Mapping[str, Any]) -> None:
@@ -212,7 +206,7 @@ class Activity:
         for result in results:
             if result.get("type") == "push" and result.get("status") == "queued":
                 self._counts["push_messages"] += 1
-                self._queue(result["queueName"]).pushed += 1
+                self._queue(result["queueName"])["pushed"] += 1
         self.record_acks(ack_statuses, [r for r in results if r.get("type") == "ack"],
                          request=False)
 
@@ -224,7 +218,7 @@ class Activity:
         for name in names:
             counts = self._queues.get(name)
             if counts is not None and name in unchanged_since and (
-                    QueueActivity(**attrs.asdict(counts)) == unchanged_since[name]):
+                    QueueActivity.of(counts) == unchanged_since[name]):
                 del self._queues[name]
                 dropped.append(name)
         return dropped
@@ -247,7 +241,7 @@ class Activity:
             pop_messages=c["pop_messages"], ack_requests=c["ack_requests"],
             ack_messages=c["ack_messages"], nacked=c["nacked"], ack_failed=c["ack_failed"],
             dead_lettered=c["dead_lettered"], transactions=c["transactions"],
-            queues={name: QueueActivity(**attrs.asdict(q)) for name, q in self._queues.items()},
+            queues={name: QueueActivity.of(q) for name, q in self._queues.items()},
             responses=dict(self._responses),
             latency={key: h.snapshot() for key, h in self._latency.items()},
             segment_sizes=self._segments.snapshot(), bundle_sizes=self._bundles.snapshot(),

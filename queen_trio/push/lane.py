@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ class LaneClosed(Exception):
 class LaneStatistics:
     active_flushers: int
     pending_bytes: int  # frame bytes accepted and not settled yet (QUEEN_MAX_PENDING_BYTES)
+    # The rest are counted since the start, in a Counter keyed by these names.
     segments: int
     bundles: int
     fused_groups: int
@@ -65,19 +67,10 @@ class LaneStatistics:
     failed_segments: int
 
 
-@attrs.define
-class _Counters:
-    segments: int = 0
-    bundles: int = 0
-    fused_groups: int = 0
-    bundle_splits: int = 0
-    failed_segments: int = 0
-
-
 class ShardCommitter:
     """Bundles the ready segments of its shard into one transaction; one bundle in flight."""
 
-    def __init__(self, commit: CommitBundle, counters: _Counters, tick_seconds: float,
+    def __init__(self, commit: CommitBundle, counters: Counter[str], tick_seconds: float,
                  on_commit: Callable[[str], None] = lambda queue: None,
                  deadline_seconds: float = math.inf, hold: HoldFactory = no_hold) -> None:
         self._commit_bundle = commit
@@ -151,18 +144,18 @@ class ShardCommitter:
                 log.warning("push segment failed", extra={
                     "queue": bundle[0].queue, "partition": bundle[0].partition,
                     "error": str(exc)})
-                self._counters.failed_segments += 1
+                self._counters["failed_segments"] += 1
                 bundle[0].finish(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
                 return
         # Split the bundle back into its segments so that only the bad one fails.
-        self._counters.bundle_splits += 1
+        self._counters["bundle_splits"] += 1
         for seg in bundle:
             await self._commit([seg])
 
     async def _commit_once(self, bundle: list[Segment]) -> None:
         rows = await self._commit_bundle(bundle)
-        self._counters.bundles += 1
-        self._counters.segments += len(bundle)
+        self._counters["bundles"] += 1
+        self._counters["segments"] += len(bundle)
         apply_bundle_rows(bundle, rows)
         for queue in {seg.queue for seg in bundle if seg.outcome is Outcome.QUEUED}:
             self._on_commit(queue)
@@ -213,7 +206,7 @@ class PartitionFlusher:
                 runs.append([packed])
         for run in runs:
             if len(run) > 1:
-                self._lane._counters.fused_groups += len(run)
+                self._lane._counters["fused_groups"] += len(run)
             segment = Segment.fuse(run)
             await self._send_segment(segment)
             if segment.outcome is Outcome.FAILED and len(run) > 1:
@@ -242,7 +235,7 @@ class PushLane:
                  deadline_seconds: float = math.inf, hold: HoldFactory = no_hold) -> None:
         """`hold`: how a shard keeps its database connection between bundles
         (`Database.holding`)."""
-        self._counters = _Counters()
+        self._counters: Counter[str] = Counter()
         self._shards = [ShardCommitter(commit, self._counters, tick_seconds, on_commit,
                                        deadline_seconds, hold)
                         for _ in range(shards)]
@@ -258,9 +251,9 @@ class PushLane:
         c = self._counters
         return LaneStatistics(
             active_flushers=len(self._flushers), pending_bytes=self.pending_bytes,
-            segments=c.segments, bundles=c.bundles,
-            fused_groups=c.fused_groups, bundle_splits=c.bundle_splits,
-            failed_segments=c.failed_segments,
+            segments=c["segments"], bundles=c["bundles"],
+            fused_groups=c["fused_groups"], bundle_splits=c["bundle_splits"],
+            failed_segments=c["failed_segments"],
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from queen_trio.errors import BadRequest
 from queen_trio.ops import activity as activity_module
-from queen_trio.ops.activity import Activity, HistogramSnapshot
+from queen_trio.ops.activity import Activity, HistogramSnapshot, QueueActivity
 from queen_trio.ops.metrics import Family, FamilyBook, merge, render_prometheus
 from queen_trio.ops.series import bucket_minutes_for, fill, parse_range
 
@@ -68,6 +68,21 @@ def test_activity_counts_by_outcome_and_queue():
     assert (s.http_requests, s.http_errors) == (2, 1)
     assert s.latency[("GET", "/health")].count == 2
     assert (s.segment_sizes.count, s.segment_sizes.total, s.bundle_sizes.count) == (2, 4.0, 1)
+
+
+def test_every_count_of_a_queue_lands_in_its_field():
+    a = Activity()
+    a.record_push([{"status": "queued", "queueName": "q"}])
+    a.record_pop("q", {"queue": "q", "messages": [{}]})
+    a.record_pop("q", None)
+    a.record_acks(["completed", "dlq", "failed", "retry"], [
+        {"success": True, "queueName": "q", "dlq": False},
+        {"success": True, "queueName": "q", "dlq": True},
+        {"success": False, "queueName": "q", "dlq": False},
+        {"success": True, "queueName": "q", "dlq": False}])
+    assert a.statistics().queues["q"] == QueueActivity(
+        pushed=1, pop_requests=2, pop_empty=1, popped=1, acked=2, nacked=1, ack_failed=1,
+        dead_lettered=1)
 
 
 def test_an_empty_pop_adds_a_queue_only_while_there_is_room(monkeypatch):
