@@ -21,14 +21,9 @@ async def detail(broker: Broker, request: Request) -> Response:
 
 
 async def delete(broker: Broker, request: Request) -> Response:
-    return json_response(200, await groups.delete_group(broker.db, request.params["group"],
-                                                        request.query))
-
-
-async def delete_queue(broker: Broker, request: Request) -> Response:
-    """The group's hold on one queue only."""
+    """The whole group, or (with :queue) its hold on that queue only."""
     return json_response(200, await groups.delete_group(
-        broker.db, request.params["group"], request.query, queue=request.params["queue"]))
+        broker.db, request.params["group"], request.query, queue=request.params.get("queue")))
 
 
 async def subscription(broker: Broker, request: Request) -> Response:
@@ -36,13 +31,8 @@ async def subscription(broker: Broker, request: Request) -> Response:
         broker.db, request.params["group"], request.json()))
 
 
-async def seek_queue(broker: Broker, request: Request) -> Response:
+async def seek(broker: Broker, request: Request) -> Response:
+    """Every partition of the queue, or (with :partition) that one."""
     return json_response(200, await groups.seek(
         broker.db, broker.wakeups, request.params["group"], request.params["queue"],
-        request.json()))
-
-
-async def seek_partition(broker: Broker, request: Request) -> Response:
-    return json_response(200, await groups.seek(
-        broker.db, broker.wakeups, request.params["group"], request.params["queue"],
-        request.json(), partition=request.params["partition"]))
+        request.json(), partition=request.params.get("partition")))
