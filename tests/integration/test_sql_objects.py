@@ -170,6 +170,18 @@ def test_an_object_whose_file_is_gone_is_dropped(database_url, caplog):
     assert asyncio.run(query(database_url, "SELECT to_regclass('queen.probe_outer') AS r"))[0]["r"] is None
 
 
+def test_a_gone_function_with_named_arguments_is_dropped(database_url, caplog):
+    # Its recorded identity names its arguments, as DROP takes it (and to_regprocedure does not).
+    caplog.set_level(logging.INFO, "queen_trio.database")
+    named = ("CREATE OR REPLACE FUNCTION queen.probe_named(p_a integer, p_b text[]) "
+             "RETURNS integer LANGUAGE sql AS $$ SELECT p_a $$")
+    asyncio.run(install(database_url, version(1, functions__probe_named=named)))
+    asyncio.run(install(database_url, version(2)))
+    assert installed_log(caplog)[-1]["dropped"] == ["queen.probe_named(p_a integer, p_b text[])"]
+    rows = asyncio.run(query(database_url, "SELECT 1 FROM pg_proc WHERE proname = 'probe_named'"))
+    assert rows == []
+
+
 def test_an_older_broker_never_replaces_a_newer_set(database_url):
     newer, older = version(2, functions__probe_value=VALUE.format("SELECT 22")), version(1)
     asyncio.run(install(database_url, newer))
