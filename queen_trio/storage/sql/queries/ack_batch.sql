@@ -1,3 +1,3 @@
--- Acks of one request or of several fused ones (functions/ack_cursor.sql documents the rules).
+-- Acks of one request or of several fused ones (functions/ack_batch.sql documents the rules).
 SELECT * FROM queen.ack_batch(:consumer_groups, :partition_ids, :transaction_ids, :statuses,
                               :lease_ids, :errors)
