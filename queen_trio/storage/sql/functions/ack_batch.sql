@@ -1,6 +1,6 @@
 -- Settle acknowledgements (docs/decisions.md#acks), of one request or of several fused by the
 -- ack lane; each item names its group. Returns one row per item (its 1-based position in the
--- arrays) and `released` rows: the lease of the partition was released with messages still
+-- arrays), then `released` rows: the lease of the partition was released with messages still
 -- pending (long polls of the queue should look again).
 --
 -- Retried dead letters first: settled against the dead letter, under the lease that delivered
@@ -47,6 +47,10 @@ DECLARE
     release_it boolean;
     nacked     boolean;
     delay_ms   integer;
+    -- The partitions whose lease this call released (queue and partition names).
+    freed_q    text[] := ARRAY[]::text[];
+    freed_p    text[] := ARRAY[]::text[];
+    k          integer;
 BEGIN
     IF n > 0 AND EXISTS (SELECT 1 FROM queen.dead_letters dl
                           WHERE dl.retry_lease_id IS NOT NULL) THEN
@@ -118,10 +122,8 @@ BEGIN
                SET lease_id = NULL, lease_expires_at = NULL, delivered_until = NULL,
                    head_at = queen.head_after(pg.partition_id, cs.cursor_offset)
              WHERE cs.partition_id = pg.partition_id AND cs.consumer_group = pg.consumer_group;
-            item_no := NULL; success := NULL; error := NULL; queue_name := pg.qname;
-            partition_name := pg.pname; lease_released := NULL; dlq := NULL; released := true;
-            RETURN NEXT;
-            PERFORM pg_notify('queen_push', pg.qname);
+            freed_q := freed_q || pg.qname;
+            freed_p := freed_p || pg.pname;
         END LOOP;
     END IF;
     -- Everything else moves the cursor, per (partition, group) in the lock order.
@@ -252,13 +254,18 @@ BEGIN
                    head_at = queen.head_after(pid, cur)
              WHERE cs.partition_id = pid AND cs.consumer_group = grp;
             IF release_it THEN
-                -- Tell the caller (and other brokers) that the partition may be claimable.
-                item_no := NULL; success := NULL; error := NULL; queue_name := q.name;
-                partition_name := st.pname; lease_released := NULL; dlq := NULL; released := true;
-                RETURN NEXT;
-                PERFORM pg_notify('queen_push', q.name);
+                freed_q := freed_q || q.name;
+                freed_p := freed_p || st.pname;
             END IF;
         END IF;
+    END LOOP;
+    -- Tell the caller (and other brokers) that the partitions whose lease was released may
+    -- be claimable: a `released` row each, after the items' rows.
+    FOR k IN 1 .. coalesce(array_length(freed_q, 1), 0) LOOP
+        item_no := NULL; success := NULL; error := NULL; queue_name := freed_q[k];
+        partition_name := freed_p[k]; lease_released := NULL; dlq := NULL; released := true;
+        RETURN NEXT;
+        PERFORM pg_notify('queen_push', freed_q[k]);
     END LOOP;
 END;
 $$;
