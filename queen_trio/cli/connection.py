@@ -16,6 +16,7 @@ import click
 from ..exits import Exit
 from .config import Config, config_path
 from .failures import CliError
+from .output import output_options
 
 DEFAULT_SERVER = "http://localhost:6632"
 DEFAULT_TIMEOUT = 30.0
@@ -141,5 +142,14 @@ def connection_options(*, url_alias: bool = False) -> Callable[[Callable[..., An
         for option in reversed(connection_flags(*server_names)):
             wrapper = option(wrapper)
         return wrapper
+
+    return decorate
+
+
+def request_options(*, url_alias: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """The options of a command that asks the broker and prints its answer: the output options
+    (`out`) and the connection options (`connection`)."""
+    def decorate(command: Callable[..., Any]) -> Any:
+        return output_options(connection_options(url_alias=url_alias)(command))
 
     return decorate

@@ -17,10 +17,10 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, connection_options, request_options
 from .failures import CliError
 from .help import examples
-from .output import QUEUE_MODE, Output, col, output_options
+from .output import QUEUE_MODE, Output, col
 from .streams import Idle, Lines, emit, streaming
 from .times import TIME, iso
 
@@ -287,8 +287,7 @@ ACK_COLUMNS = [col("TRANSACTION", "transactionId"), col("SUCCESS", "success"),
 @click.option("--error", "error_text", metavar="TEXT", help="why, for failed and dlq")
 @click.option("--batch", "batch", type=click.File("rb"), metavar="FILE",
               help="ack every message line that pop or tail printed ('-': stdin)")
-@output_options
-@connection_options()
+@request_options()
 def ack(connection: Connection, out: Output, transaction_id: str | None,
         partition_id: str | None, lease: str | None, group: str | None, status: str,
         error_text: str | None, batch: Any) -> int:

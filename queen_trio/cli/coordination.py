@@ -10,10 +10,10 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .failures import CliError
 from .help import examples
-from .output import Output, col, compact, output_options
+from .output import Output, col, compact
 
 ROW_COLUMNS = [
     col("KEY", "key"), col("VALUE", lambda r: compact(r.get("value"))),
@@ -41,8 +41,7 @@ def kv() -> None:
 @kv.command("get", epilog=examples("queen-trio kv get app greeting -o json"))
 @click.argument("ns")
 @click.argument("key")
-@output_options
-@connection_options()
+@request_options()
 def get(connection: Connection, out: Output, ns: str, key: str) -> int:
     """Print the live value of KEY in namespace NS, its version and expiry. Exits 5 when the
     key is absent (or expired)."""
@@ -63,8 +62,7 @@ def get(connection: Connection, out: Output, ns: str, key: str) -> int:
 @click.option("--forever", is_flag=True, help="The key never expires.")
 @click.option("--expect", type=click.IntRange(0),
               help="Write only at this version (0: only if the key does not exist).")
-@output_options
-@connection_options()
+@request_options()
 def put(connection: Connection, out: Output, ns: str, key: str, value: str, ttl: int | None,
         forever: bool, expect: int | None) -> int:
     """Set KEY in namespace NS to VALUE (JSON; text that is not JSON is taken as a string).
@@ -92,8 +90,7 @@ def put(connection: Connection, out: Output, ns: str, key: str, value: str, ttl:
 @click.argument("ns")
 @click.argument("key")
 @click.option("--expect", type=click.IntRange(1), help="Delete only at this version.")
-@output_options
-@connection_options()
+@request_options()
 def delete(connection: Connection, out: Output, ns: str, key: str, expect: int | None) -> int:
     """Delete KEY from namespace NS. Exits 5 when it was absent, 1 when --expect did not
     hold."""
@@ -113,8 +110,7 @@ def delete(connection: Connection, out: Output, ns: str, key: str, expect: int |
 @click.argument("ns", required=False)
 @click.option("--prefix", default="", help="Only keys that start with this.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def list_keys(connection: Connection, out: Output, ns: str | None, prefix: str,
               limit: int) -> int:
     """Without NS: every namespace with its live keys. With NS: its live keys (whose key
@@ -145,8 +141,7 @@ def locks() -> None:
 
 
 @locks.command("list", epilog=examples("queen-trio locks list -o wide"))
-@output_options
-@connection_options()
+@request_options()
 def list_locks(connection: Connection, out: Output) -> int:
     """Every permit held now: lock, slot, holder, fencing token, expiry. Exits 4 when none
     is held."""

@@ -9,10 +9,10 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, connection_options, request_options
 from .failures import CliError
 from .help import examples
-from .output import Output, col, compact, line, output_options
+from .output import Output, col, compact, line
 
 
 @click.group(epilog=examples("queen-trio ephemeral list", "queen-trio ephemeral depth inbox",
@@ -31,8 +31,7 @@ LIST_COLUMNS = [
 
 
 @ephemeral.command("list", epilog=examples("queen-trio ephemeral list -o wide"))
-@output_options
-@connection_options()
+@request_options()
 def list_queues(connection: Connection, out: Output) -> int:
     """Every ephemeral queue, declared and implicit, with its depth, bytes and drops, and
     the broker process that owns them."""
@@ -46,8 +45,7 @@ def list_queues(connection: Connection, out: Output) -> int:
 @ephemeral.command(epilog=examples("queen-trio ephemeral depth inbox --group workers"))
 @click.argument("queue")
 @click.option("--group", help="pending as this group sees it")
-@output_options
-@connection_options()
+@request_options()
 def depth(connection: Connection, out: Output, queue: str, group: str | None) -> int:
     """One ephemeral queue's depth: per partition and per group. Exits 4 when the queue
     does not exist."""
@@ -72,8 +70,7 @@ def depth(connection: Connection, out: Output, queue: str, group: str | None) ->
     "printf '{\"a\": 1}\\n{\"a\": 2}\\n' | queen-trio ephemeral push inbox"))
 @click.argument("queue")
 @click.option("--partition", help="the ring (default: Default)")
-@output_options
-@connection_options()
+@request_options()
 def push(connection: Connection, out: Output, queue: str, partition: str | None) -> int:
     """Push NDJSON from stdin: one payload per line, all in one request (all or nothing)."""
     payloads = []

@@ -9,11 +9,11 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .consuming import is_throwaway
 from .failures import CliError
 from .help import examples
-from .output import QUEUE_MODE, Output, Row, col, confirm, group_label, output_options, when
+from .output import QUEUE_MODE, Output, Row, col, confirm, group_label, when
 from .times import iso, parse_time
 
 
@@ -50,8 +50,7 @@ def list_groups(api: Api) -> list[Row]:
 @group.command("list", epilog=examples(
     "queen-trio group list", "queen-trio group list -o wide",
     "queen-trio group list -o json | jq -r '.[] | select(.throwaway) | .name'"))
-@output_options
-@connection_options()
+@request_options()
 def list_command(connection: Connection, out: Output) -> None:
     """Every consumer group on every queue, with its lag and state. Throwaway groups of
     `queen-trio tail` are marked in KIND (and `throwaway` in JSON)."""
@@ -61,8 +60,7 @@ def list_command(connection: Connection, out: Output) -> None:
 
 @group.command("describe", epilog=examples("queen-trio group describe billing"))
 @click.argument("name")
-@output_options
-@connection_options()
+@request_options()
 def describe(connection: Connection, out: Output, name: str) -> None:
     """A group's partitions on each queue: lag, lease, retries. An unknown group exits 5."""
     body = Api(connection).get(f"/api/v1/consumer-groups/{segment(name)}")
@@ -99,7 +97,7 @@ def seek(api: Api, group_name: str, queue_name: str, to: str,
 
 def seek_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--to and --partition, the output and connection options: `group seek` and `replay`."""
-    for option in (connection_options(), output_options,
+    for option in (request_options(),
                    click.option("--partition", help="this partition only"),
                    click.option("--to", required=True, help=(
                        "'15m ago', an ISO timestamp (UTC unless it says otherwise), "
@@ -133,8 +131,7 @@ def seek_command(connection: Connection, out: Output, name: str, queue_name: str
 @click.option("--keep-subscription", is_flag=True,
               help="a later pop re-joins at the group's old start")
 @click.option("--yes", "-y", is_flag=True, help="do not ask on a terminal")
-@output_options
-@connection_options()
+@request_options()
 def delete(connection: Connection, out: Output, name: str, queue_name: str | None,
            keep_subscription: bool, yes: bool) -> int:
     """Delete a group's cursors, leases and subscription (its dead letters stay). Asks first

@@ -26,10 +26,10 @@ import click
 
 from ..exits import Exit
 from .api import Api, check, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .failures import CliError
 from .help import examples
-from .output import Output, output_options
+from .output import Output
 from .times import BEGINNING, iso, parse_time
 
 KINDS = {"Queue": ("name", "namespace", "task", "config"),
@@ -208,8 +208,7 @@ class Applier:
 @click.option("-f", "--filename", "source", type=click.File("r"), required=True,
               help="a YAML file of manifests ('-': stdin)")
 @click.option("--dry-run", is_flag=True, help="say what would change; change nothing")
-@output_options
-@connection_options()
+@request_options()
 def apply(connection: Connection, out: Output, source: Any, dry_run: bool) -> int:
     """Make the broker match YAML manifests of kind Queue (name, namespace, task, config) and
     ConsumerGroup (name, queue, subscription). Idempotent; prints what changed.

@@ -12,10 +12,10 @@ import click
 from .. import __version__
 from ..exits import Exit
 from .api import Api, check, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .failures import CliError
 from .help import examples
-from .output import Output, Row, col, figure_columns, group_label, output_options, when
+from .output import Output, Row, col, figure_columns, group_label, when
 
 
 def say_left_behind() -> None:
@@ -54,8 +54,7 @@ def health(api: Api) -> tuple[dict[str, Any], float]:
 
 
 @click.command(epilog=examples("queen-trio ping", "queen-trio ping --server http://b:6632"))
-@output_options
-@connection_options()
+@request_options()
 def ping(connection: Connection, out: Output) -> int:
     """Ask the broker whether it and its database answer. Exits 6 when it is unhealthy or
     cannot be reached."""
@@ -72,8 +71,7 @@ def ping(connection: Connection, out: Output) -> int:
 
 @click.command(epilog=examples("queen-trio version", "queen-trio version --client"))
 @click.option("--client", "client_only", is_flag=True, help="this CLI's version only")
-@output_options
-@connection_options()
+@request_options()
 def version(connection: Connection, out: Output, client_only: bool) -> int:
     """Print the CLI's version and the server's. Exits 6 when the server cannot be asked."""
     document: dict[str, Any] = {"client": __version__}
@@ -103,8 +101,7 @@ def version(connection: Connection, out: Output, client_only: bool) -> int:
                                "queen-trio status -o json | jq .messages"))
 @click.argument("queue", required=False)
 @click.option("--partitions", is_flag=True, help="with QUEUE: one row per partition")
-@output_options
-@connection_options()
+@request_options()
 def status(connection: Connection, out: Output, queue: str | None, partitions: bool) -> None:
     """The broker's figures (messages, leases, dead letters, workers), or one queue's
     counters and options. An unknown queue exits 5."""
@@ -171,8 +168,7 @@ LAG_COLUMNS = [
 @click.option("--min-seconds", type=click.IntRange(0), default=0, show_default=True,
               help="only partitions whose oldest unconsumed message is at least this old")
 @click.option("--limit", type=click.IntRange(1, 1000), default=1000, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def lag(connection: Connection, out: Output, min_seconds: int, limit: int) -> None:
     """Consumer groups behind their queues, per partition, most lagging first."""
     rows: list[Row] = Api(connection).get("/api/v1/consumer-groups/lagging",
@@ -183,8 +179,7 @@ def lag(connection: Connection, out: Output, min_seconds: int, limit: int) -> No
 
 @click.command(epilog=examples("queen-trio metrics", "queen-trio metrics --prometheus"))
 @click.option("--prometheus", is_flag=True, help="the Prometheus text exposition instead")
-@output_options
-@connection_options()
+@request_options()
 def metrics(connection: Connection, out: Output, prometheus: bool) -> None:
     """The answering broker process's figures (GET /metrics), or every worker's families in
     the Prometheus text format (GET /metrics/prometheus)."""

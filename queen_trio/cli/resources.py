@@ -9,10 +9,10 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .failures import CliError
 from .help import examples
-from .output import Output, col, confirm, figure_columns, output_options, when
+from .output import Output, col, confirm, figure_columns, when
 from .times import TIME, iso
 
 # -- queue -------------------------------------------------------------------------------------
@@ -38,8 +38,7 @@ QUEUE_COLUMNS = [
 @click.option("--task", help="queues of this task only")
 @click.option("--search", help="names containing this text")
 @click.option("--limit", type=click.IntRange(1, 1000), default=1000, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def list_queues(connection: Connection, out: Output, namespace: str | None, task: str | None,
                 search: str | None, limit: int) -> None:
     """Every queue with its partitions and message counters, newest first."""
@@ -59,8 +58,7 @@ PARTITION_COLUMNS = [
 @queue.command("describe", epilog=examples("queen-trio queue describe orders",
                                            "queen-trio queue describe orders -o yaml"))
 @click.argument("name")
-@output_options
-@connection_options()
+@request_options()
 def describe_queue(connection: Connection, out: Output, name: str) -> None:
     """A queue's options, counters and partitions. An unknown queue exits 5."""
     api = Api(connection)
@@ -99,8 +97,7 @@ def option_value(text: str) -> tuple[str, Any]:
 @click.option("--task")
 @click.option("--replace", is_flag=True,
               help="the given options are the whole configuration (others reset)")
-@output_options
-@connection_options()
+@request_options()
 def configure_queue(connection: Connection, out: Output, name: str, settings: tuple[str, ...],
                     namespace: str | None, task: str | None, replace: bool) -> int:
     """Create a queue or change its options (merged: an option not given keeps its value)."""
@@ -122,8 +119,7 @@ def configure_queue(connection: Connection, out: Output, name: str, settings: tu
                                          "queen-trio queue delete orders --yes"))
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="do not ask on a terminal")
-@output_options
-@connection_options()
+@request_options()
 def delete_queue(connection: Connection, out: Output, name: str, yes: bool) -> int:
     """Delete a queue with its partitions, messages, groups and dead letters. Asks first on
     a terminal. An unknown queue exits 5."""
@@ -146,8 +142,7 @@ def partition() -> None:
                                            "queen-trio partition list --queue orders -o wide"))
 @click.option("--queue", "queue_name", help="partitions of this queue only")
 @click.option("--limit", type=click.IntRange(1, 1000), default=1000, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def list_partitions(connection: Connection, out: Output, queue_name: str | None,
                     limit: int) -> None:
     """Partitions by queue then name, with what each holds and has left to consume."""
@@ -188,8 +183,7 @@ MESSAGE_COLUMNS = [
 @click.option("--from", "start", type=TIME, help="created at or after (default: 1 h ago)")
 @click.option("--to", "end", type=TIME, help="created at or before")
 @click.option("--limit", type=click.IntRange(1, 1000), default=200, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def list_messages(connection: Connection, out: Output, queue_name: str | None,
                   partition_name: str | None, namespace: str | None, task: str | None,
                   status: str | None, start: Any, end: Any, limit: int) -> None:
@@ -211,8 +205,7 @@ def message_path(partition_id: str, transaction_id: str) -> str:
     "queen-trio messages get 0190a1b2-... order-8891 -o json | jq .payload"))
 @click.argument("partition_id")
 @click.argument("transaction_id")
-@output_options
-@connection_options()
+@request_options()
 def get_message(connection: Connection, out: Output, partition_id: str,
                 transaction_id: str) -> None:
     """One message with its payload, status and per-group state. Unknown: exits 5."""
@@ -230,8 +223,7 @@ def get_message(connection: Connection, out: Output, partition_id: str,
 @click.argument("partition_id")
 @click.argument("transaction_id")
 @click.option("--yes", "-y", is_flag=True, help="do not ask on a terminal")
-@output_options
-@connection_options()
+@request_options()
 def delete_message(connection: Connection, out: Output, partition_id: str,
                    transaction_id: str, yes: bool) -> int:
     """Delete one message: no group gets it any more, no count includes it. Asks first on a
@@ -250,8 +242,7 @@ def delete_message(connection: Connection, out: Output, partition_id: str,
 @click.argument("partition_id")
 @click.argument("transaction_id")
 @click.option("--group", help="this group's dead letter (default: every group's)")
-@output_options
-@connection_options()
+@request_options()
 def retry_message(connection: Connection, out: Output, partition_id: str,
                   transaction_id: str, group: str | None) -> int:
     """Deliver a dead letter again: the group's next pop of the partition gets it first. A
@@ -278,8 +269,7 @@ def dlq() -> None:
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--group", help="dead letters of this consumer group only")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def list_dead_letters(connection: Connection, out: Output, queue_name: str,
                       group: str | None, limit: int) -> int:
     """A queue's dead letters, newest failure first, with their payloads. Exits 4 when there

@@ -6,9 +6,9 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .help import examples
-from .output import Output, col, confirm, output_options, when
+from .output import Output, col, confirm, when
 
 
 @click.group("streams", epilog=examples("queen-trio streams list",
@@ -28,8 +28,7 @@ QUERY_COLUMNS = [
 
 @streams.command("list", epilog=examples("queen-trio streams list",
                                          "queen-trio streams list -o json"))
-@output_options
-@connection_options()
+@request_options()
 def list_command(connection: Connection, out: Output) -> None:
     """Every streams query: its source and sink, its group's lag, its state's size and its
     last cycle."""
@@ -42,8 +41,7 @@ def list_command(connection: Connection, out: Output) -> None:
                                           "--partition customer-7"))
 @click.argument("name")
 @click.option("--partition", help="this source partition only (its name or id)")
-@output_options
-@connection_options()
+@request_options()
 def state(connection: Connection, out: Output, name: str, partition: str | None) -> None:
     """A query's state shards, one per source partition: rows, bytes, watermark, lag, last
     cycle. An unknown query exits 5."""
@@ -61,8 +59,7 @@ def state(connection: Connection, out: Output, name: str, partition: str | None)
 @streams.command("delete", epilog=examples("queen-trio streams delete orders.per_minute --yes"))
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="do not ask on a terminal")
-@output_options
-@connection_options()
+@request_options()
 def delete(connection: Connection, out: Output, name: str, yes: bool) -> int:
     """Delete a query and its state (its consumer group stays: `group delete`). Asks first
     on a terminal. An unknown query exits 5."""

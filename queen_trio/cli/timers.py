@@ -11,9 +11,9 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, connection_options, request_options
 from .help import examples
-from .output import Output, col, line, output_options, when
+from .output import Output, col, line, when
 
 
 def _key_path(queue: str, key: str) -> str:
@@ -42,8 +42,7 @@ TIMER_COLUMNS = [
 @click.argument("queue", required=False)
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="at most this many timers of the queue")
-@output_options
-@connection_options()
+@request_options()
 def list_timers(connection: Connection, out: Output, queue: str | None, limit: int) -> None:
     """Without QUEUE: pending timers per queue and the next due time. With it: the queue's
     pending timers by key (no payloads)."""
@@ -66,8 +65,7 @@ def list_timers(connection: Connection, out: Output, queue: str | None, limit: i
 @timers.command("peek", epilog=examples("queen-trio timers peek orders order-1/expire"))
 @click.argument("queue")
 @click.argument("key")
-@output_options
-@connection_options()
+@request_options()
 def peek(connection: Connection, out: Output, queue: str, key: str) -> int:
     """One pending timer with its payload (decoded when it is clear JSON). Exits 5 when the
     queue has no such pending timer."""
@@ -88,8 +86,7 @@ def peek(connection: Connection, out: Output, queue: str, key: str) -> int:
 @click.argument("queue")
 @click.argument("key")
 @click.option("--txn", help="echoed back when the timer is absent")
-@output_options
-@connection_options()
+@request_options()
 def cancel(connection: Connection, out: Output, queue: str, key: str, txn: str | None) -> int:
     """Cancel a pending timer: exits 0 when cancelled, 4 when absent (never scheduled,
     cancelled, or already delivered), 1 when too late (a broker is firing it now)."""

@@ -7,9 +7,9 @@ import click
 
 from ..exits import Exit
 from .api import Api, segment
-from .connection import Connection, connection_options
+from .connection import Connection, request_options
 from .help import examples
-from .output import Output, Row, col, compact, output_options, when
+from .output import Output, Row, col, compact, when
 
 PAGE = 500
 
@@ -49,8 +49,7 @@ EVENT_COLUMNS = [
 @click.command(epilog=examples("queen-trio trace order-8891",
                                "queen-trio trace order-8891 -o json | jq '.[].data'"))
 @click.argument("name")
-@output_options
-@connection_options(url_alias=True)
+@request_options(url_alias=True)
 def trace(connection: Connection, out: Output, name: str) -> int:
     """Print every event recorded under trace NAME, oldest first: time, queue/partition,
     group, event, transaction id, data. Exits 4 when the trace has no events.
@@ -73,8 +72,7 @@ def traces() -> None:
 @traces.command("names", epilog=examples("queen-trio traces names --limit 20",
                                          "queen-trio traces names -o name"))
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@output_options
-@connection_options()
+@request_options()
 def names(connection: Connection, out: Output, limit: int) -> None:
     """Every trace name, most recently seen first, with its event and message counts."""
     body = Api(connection).get("/api/v1/traces/names", limit=limit)
