@@ -9,7 +9,8 @@ turns (the second finds nothing to do). Inside the lock:
    whose ledger holds 0017 is recorded as at the baseline without running it, and one at an
    older migration is refused;
 2. the functions, views and triggers whose file changed are installed, in one transaction
-   (`install_objects`), and those whose file is gone are dropped. Each object's digest is
+   (`install_objects`), and those whose file is gone, or that objects.txt retires, are
+   dropped. Each object's digest is
    kept in `queen.schema_objects`, so an unchanged file costs nothing. A broker whose set is
    of a lower generation than the installed one refuses to start: during a rolling upgrade
    an older broker never puts back what a newer one replaced.
@@ -24,7 +25,7 @@ import attrs
 import trio_asyncio
 
 from ..errors import SchemaError
-from .sql import ObjectSet, Q, SqlObject, migrations, sql_objects
+from .sql import OBJECT_KINDS, ObjectSet, Q, SqlObject, migrations, sql_objects
 
 log = logging.getLogger("queen_trio.database")
 
@@ -158,6 +159,11 @@ class _Installer:
                 gone = self.recorded[name]
                 await self._drop(gone["kind"], gone["identity"])
                 await Q.schema_object_forget.execute(self.conn, name=name)
+        for name in objects.retired:
+            if name not in self.listed:
+                kind, object_name = OBJECT_KINDS[name.split("/", 1)[0]], name.split("/", 1)[1]
+                for identity in await self._identities(kind, object_name):
+                    await self._drop(kind, identity)
         for obj in objects.objects:
             row = self.recorded.get(obj.name)
             if row is None or row["digest"] != obj.digest or obj.name in self.missing:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 import asyncpg
+import attrs
 import pytest
 
 from queen_trio.errors import SchemaError
@@ -180,6 +181,18 @@ def test_a_gone_function_with_named_arguments_is_dropped(database_url, caplog):
     assert installed_log(caplog)[-1]["dropped"] == ["queen.probe_named(p_a integer, p_b text[])"]
     rows = asyncio.run(query(database_url, "SELECT 1 FROM pg_proc WHERE proname = 'probe_named'"))
     assert rows == []
+
+
+def test_a_retired_object_is_dropped_without_a_record(database_url, caplog):
+    # As a database upgraded from 0017 holds the old migrations' functions.
+    caplog.set_level(logging.INFO, "queen_trio.database")
+    asyncio.run(install(database_url, version(1)))
+    asyncio.run(query(database_url, "CREATE FUNCTION queen.probe_old(p_a integer) RETURNS "
+                                    "integer LANGUAGE sql AS $$ SELECT p_a $$"))
+    retiring = attrs.evolve(version(2), retired=("functions/probe_old",))
+    asyncio.run(install(database_url, retiring))
+    assert installed_log(caplog)[-1]["dropped"] == ["queen.probe_old(p_a integer)"]
+    assert asyncio.run(query(database_url, "SELECT 1 FROM pg_proc WHERE proname = 'probe_old'")) == []
 
 
 def test_an_older_broker_never_replaces_a_newer_set(database_url):

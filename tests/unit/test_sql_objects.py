@@ -52,7 +52,9 @@ def test_the_set_digest_covers_order_and_text():
 
 def test_the_manifest_reads_generation_digest_and_names():
     texts = {"functions/f": "CREATE OR REPLACE FUNCTION queen.f()"}
-    parsed = parse_manifest("# a comment\ngeneration 7\ndigest abc\n\nfunctions/f  # why\n",
-                            texts.__getitem__)
+    parsed = parse_manifest("# a comment\ngeneration 7\ndigest abc\n\nfunctions/f  # why\n"
+                            "retired functions/g  # now part of f\n", texts.__getitem__)
     assert (parsed.generation, parsed.pinned_digest) == (7, "abc")
     assert [o.name for o in parsed.objects] == ["functions/f"]
+    assert parsed.retired == ("functions/g",)
+    assert parsed.digest != ObjectSet(7, parsed.objects).digest

@@ -152,18 +152,24 @@ class ObjectSet:
     # What the manifest says the set's digest is: a test fails when the files changed and
     # nobody raised the generation.
     pinned_digest: str = ""
+    # Objects an older set had and this one does not (`functions/ack_cursor`): dropped wherever
+    # they are left, recorded or not (a database upgraded from 0017 holds its objects
+    # without a record in queen.schema_objects, so their files' going is not enough).
+    retired: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
         whole = hashlib.sha256()
         for obj in self.objects:
             whole.update(obj.name.encode() + b"\0" + obj.text.encode() + b"\0")
+        for name in self.retired:
+            whole.update(b"retired\0" + name.encode() + b"\0")
         return whole.hexdigest()
 
 
 def parse_manifest(manifest: str, read: Callable[[str], str]) -> ObjectSet:
     """The set `manifest` (the text of objects.txt) lists; `read(name)` gives a file's text."""
-    generation, pinned, names = None, "", []
+    generation, pinned, names, retired = None, "", [], []
     for raw in manifest.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -173,11 +179,14 @@ def parse_manifest(manifest: str, read: Callable[[str], str]) -> ObjectSet:
             generation = int(value)
         elif key == "digest":
             pinned = value.strip()
+        elif key == "retired":
+            retired.append(value.strip())
         else:
             names.append(line)
     if generation is None:
         raise ValueError("objects.txt: no `generation N` line")
-    return ObjectSet(generation, tuple(SqlObject(n, read(n)) for n in names), pinned)
+    return ObjectSet(generation, tuple(SqlObject(n, read(n)) for n in names), pinned,
+                     tuple(retired))
 
 
 def sql_objects() -> ObjectSet:
