@@ -13,8 +13,17 @@ batch 1, 10 and 100, and a request/reply round trip (p50/p99).
 
 With `--workers 2` the producer's URL is worker 1's and the consumer's worker 2's (so on
 ephemeral queues half the requests are relayed to the owner, and on durable ones the wake-up
-comes through NOTIFY). `--client raw` (default) uses bench/pop.py's RawClient, which leaves
-out the client's own cost; `httpx` the official client's stack.
+comes through NOTIFY). Which worker owns the rings is decided at boot by whichever takes the
+owner's lock first, and the ephemeral round trip depends on it: with the owner on the
+requester's worker, the responder's long poll is relayed and waits at the owner before the
+request comes; with the owner on the responder's worker, the requester's push and then its
+pop are relayed one after the other, both on the trip's path. So with several workers the
+ephemeral round trip is measured in both placements (`ephemeral_owner_requester`,
+`ephemeral_owner_responder`, producer and consumer always on different workers), and
+`ephemeral` (and the speedup) takes the slower of the two at p50 and at p99.
+
+`--client raw` (default) uses bench/pop.py's RawClient, which leaves out the client's own
+cost; `httpx` the official client's stack.
 
 Results go to bench/results/ephemeral[-workers-N].json.
 """
@@ -174,8 +183,24 @@ async def round_trips(kind: str, client_kind: str, requester_url: str, responder
             "p99_ms": round(times[int(len(times) * 0.99) - 1], 3), "trips": trips}
 
 
-async def run(push_url: str, pop_url: str, seconds: float, trips: int,
+async def owner_url(urls: list[str]) -> str:
+    """The worker that owns the ephemeral rings (its /metrics says so; each worker answers
+    /metrics itself)."""
+    import json
+
+    for _ in range(50):
+        for url in urls:
+            async with RawClient(url) as c:
+                status, body = await c.request("GET", "/metrics")
+            if status == 200 and (json.loads(body).get("ephemeral") or {}).get("owner"):
+                return url
+        await trio.sleep(0.1)
+    raise RuntimeError("no worker owns the ephemeral queues")
+
+
+async def run(urls: list[str], seconds: float, trips: int,
               client_kind: str) -> dict[str, Any]:
+    push_url, pop_url = urls[0], urls[-1]
     results: dict[str, Any] = {"push": {}, "pop": {}, "round_trip": {}}
     for batch in (1, 10, 100):
         for kind in ("durable", "ephemeral"):
@@ -187,10 +212,25 @@ async def run(push_url: str, pop_url: str, seconds: float, trips: int,
             rate = await pop_rate(kind, client_kind, push_url, pop_url, batch, seconds)
             results["pop"].setdefault(str(batch), {})[kind] = round(rate)
             log(f"pop batch {batch} {kind}: {rate:,.0f} msg/s")
-    for kind in ("durable", "ephemeral"):
-        rtt = await round_trips(kind, client_kind, push_url, pop_url, trips)
-        results["round_trip"][kind] = rtt
-        log(f"round trip {kind}: {rtt}")
+    rtt = await round_trips("durable", client_kind, push_url, pop_url, trips)
+    results["round_trip"]["durable"] = rtt
+    log(f"round trip durable: {rtt}")
+    if push_url == pop_url:
+        rtt = await round_trips("ephemeral", client_kind, push_url, pop_url, trips)
+    else:
+        owner = await owner_url(urls)
+        other = next(url for url in (push_url, pop_url) if url != owner)
+        placements = {"ephemeral_owner_requester": (owner, other),
+                      "ephemeral_owner_responder": (other, owner)}
+        for name, (requester, responder) in placements.items():
+            results["round_trip"][name] = await round_trips(
+                "ephemeral", client_kind, requester, responder, trips)
+            log(f"round trip {name}: {results['round_trip'][name]}")
+        measured = [results["round_trip"][name] for name in placements]
+        rtt = {"p50_ms": max(r["p50_ms"] for r in measured),
+               "p99_ms": max(r["p99_ms"] for r in measured), "trips": trips}
+    results["round_trip"]["ephemeral"] = rtt
+    log(f"round trip ephemeral: {rtt}")
     d, e = results["round_trip"]["durable"], results["round_trip"]["ephemeral"]
     results["round_trip"]["speedup"] = {"p50": round(d["p50_ms"] / e["p50_ms"], 2),
                                         "p99": round(d["p99_ms"] / e["p99_ms"], 2)}
@@ -205,7 +245,7 @@ def main() -> None:
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
     args = parser.parse_args()
     with database() as db_url, broker(db_url, workers=args.workers) as (_, _, own):
-        results = trio.run(run, own[0], own[-1], args.seconds, args.trips, args.client)
+        results = trio.run(run, own, args.seconds, args.trips, args.client)
     results.update(workers=args.workers, client=args.client, seconds=args.seconds)
     name = "ephemeral" if args.workers == 1 else f"ephemeral-workers-{args.workers}"
     if args.client != "raw":
@@ -216,6 +256,9 @@ def main() -> None:
           f"{rt['durable']['p50_ms']} ms p99 {rt['durable']['p99_ms']} ms; ephemeral p50 "
           f"{rt['ephemeral']['p50_ms']} ms p99 {rt['ephemeral']['p99_ms']} ms; speedup "
           f"{rt['speedup']}")
+    for name in ("ephemeral_owner_requester", "ephemeral_owner_responder"):
+        if name in rt:
+            print(f"  {name}: p50 {rt[name]['p50_ms']} ms p99 {rt[name]['p99_ms']} ms")
     for what in ("push", "pop"):
         for batch, row in results[what].items():
             print(f"{what} batch {batch}: durable {row['durable']:,} msg/s, ephemeral "
