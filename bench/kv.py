@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import random
 import re
@@ -77,7 +78,10 @@ class HttpxClient:
 
     async def post(self, path: str, body: dict) -> tuple[int, dict]:
         r = await self._http.post(path, json=body)
-        return r.status_code, r.json() if r.status_code == 200 else {}
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, {}
 
     async def aclose(self) -> None:
         return None
@@ -92,6 +96,7 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
                  client: str = "raw", broker_pid: int | None = None) -> dict:
     latencies: list[float] = []
     failures = 0
+    why: collections.Counter[str] = collections.Counter()  # failures by status and reason
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
 
@@ -117,12 +122,13 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
                               "ttlSeconds": 300},
                       "CAS incr": {"op": "incr", "ns": "bench", "key": f"c{rnd.randrange(64)}",
                                    "delta": 1, "forever": True}}[name]
-                status, _answer = await http.post("/api/v1/kv", {"operations": [op]})
+                status, answer = await http.post("/api/v1/kv", {"operations": [op]})
                 ok = status == 200
             if ok:
                 latencies.append(time.perf_counter() - started)
             else:
                 failures += 1
+                why[f"{status} {answer.get('reason') or answer.get('error') or ''}".strip()] += 1
 
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as shared:
         clients = [RawClient(url) if client == "raw" else HttpxClient(shared)
@@ -137,7 +143,7 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
     return {"op": name, "per_second": round(len(latencies) / took, 1),
             "p50_ms": round(pct(latencies, 0.50), 2), "p99_ms": round(pct(latencies, 0.99), 2),
             "mean_ms": round(statistics.fmean(latencies) * 1000, 2) if latencies else None,
-            "calls": len(latencies), "failures": failures,
+            "calls": len(latencies), "failures": failures, "failed_as": dict(why),
             "client_cpu_pct": round(100 * cpu / took),
             "broker_cpu_pct": round(100 * broker_cpu / took)}
 
