@@ -21,7 +21,7 @@ import trio
 
 from .. import wire
 from ..errors import QueenError, Unavailable
-from ..storage.database import Database, is_transient
+from ..storage.database import Database, is_connection_failure, is_transient
 from ..storage.sql import Q
 from .ops import READ_BYTE_BUDGET, KvBadRequest, KvOp, apply_order, parse_ops
 
@@ -205,6 +205,27 @@ class KvStore:
         if not ops:
             return {"results": []}
 
+        writes = any(op.writes for op in ops)
+        if not writes or not any(op.required for op in ops):
+            # Nothing can have to be rolled back: one statement, its own implicit transaction,
+            # one round trip instead of BEGIN, kv_apply, COMMIT (issue 21's measurements).
+            async def alone(conn: asyncpg.Connection) -> KvOutcome:
+                try:
+                    return await self.apply_in(conn, ops)
+                except Exception as exc:
+                    if not writes or not is_connection_failure(exc):
+                        raise  # refused by the database: its implicit transaction rolled back
+                    # The connection failed while the statement ran (asyncpg says so with a
+                    # class 08 error too): the commit may have happened.
+                    raise KvCommitUnknown("kv_error", reason="commit_unknown",
+                                          detail="the connection failed during the call; it "
+                                                 f"may have applied: {type(exc).__name__}"
+                                          ) from exc
+
+            outcome = await self.call(alone)
+            self.count(ops, outcome.results)
+            return self._answer_of(outcome)
+
         async def work(conn: asyncpg.Connection) -> KvOutcome:
             transaction = conn.transaction()
             await transaction.start()
@@ -226,6 +247,10 @@ class KvStore:
 
         outcome = await self.call(work)
         self.count(ops, outcome.results)
+        return self._answer_of(outcome)
+
+    @staticmethod
+    def _answer_of(outcome: KvOutcome) -> dict[str, Any]:
         if outcome.failed is not None:
             return {**precondition_envelope(outcome, 0), "results": outcome.results}
         return {"results": outcome.results}

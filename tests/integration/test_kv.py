@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
 import pytest
 import trio
+import trio.testing
 
+from queen_trio.broker import open_broker
+from queen_trio.web.routes import create_app
+from tests.support.brokers import make_settings
 from tests.support.db import db_execute, db_fetchval
+from tests.support.proxy import ReplyDroppingProxy
 
 
 async def kv(client, *ops, status=200):
@@ -249,3 +257,26 @@ async def test_reads_for_people(client):
     page = (await client.get("/api/v1/resources/kv/app", params={"prefix": "a/"})).json()
     assert page["rows"][0]["key"] == "a/1" and page["rows"][0]["value"] == {"v": 1}
     assert (await client.get("/api/v1/resources/kv/Bad")).status_code == 400
+
+
+async def test_a_plain_write_whose_reply_was_lost_is_500_commit_unknown(database_url, nursery):
+    """A call no `required` op can roll back is one statement in its own transaction: when its
+    connection dies after the commit, the broker cannot know it applied, so it must not say
+    503 (which promises it did not)."""
+    parts = urlsplit(database_url)
+    proxy = ReplyDroppingProxy(parts.port or 5432)
+    port = await nursery.start(proxy.run)
+    proxied = urlunsplit(parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{port}"))
+    settings = make_settings(proxied, kv_pool_size=1)
+    async with open_broker(settings, settings.database_url) as broker:
+        transport = httpx.ASGITransport(app=create_app(broker))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            await kv(client, put("lost", 1))  # the KV connection is open, kv_apply prepared
+            await trio.testing.wait_all_tasks_blocked(cushion=0.1)
+            proxy.drop_next_reply()
+            r = await client.post("/api/v1/kv", json={"operations": [put("lost", 2)]})
+            assert proxy.dropped.is_set()
+            assert r.status_code == 500, r.text
+            assert r.json()["error"] == "kv_error" and r.json()["reason"] == "commit_unknown"
+            [g] = (await kv(client, {"op": "get", "ns": "app", "key": "lost"}))["results"]
+            assert g["value"] == 2  # it had committed
