@@ -185,14 +185,18 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
                         await trio.sleep(0.1)
         yield broker
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            with trio.move_on_after(30):
-                while proc.poll() is None:
-                    await trio.sleep(0.05)
+        # Shielded: a test cancelled at its deadline must still stop its broker, or the
+        # process outlives it and its Popen's ResourceWarning fails whichever test is
+        # running when it is collected.
+        with trio.CancelScope(shield=True):
             if proc.poll() is None:
-                proc.kill()
-        proc.wait()
+                proc.send_signal(signal.SIGTERM)
+                with trio.move_on_after(20):
+                    while proc.poll() is None:
+                        await trio.sleep(0.05)
+                if proc.poll() is None:
+                    proc.kill()
+            proc.wait()
         broker.keep_output()
 
 
