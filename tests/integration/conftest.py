@@ -26,6 +26,7 @@ from queen_trio.storage.embedded import EmbeddedPostgres
 from queen_trio.storage.schema import apply_migrations
 from queen_trio.web.routes import create_app
 from tests.support.brokers import make_settings, serve_on_port
+from tests.support.browser import Browser, chromium
 from tests.support.clusters import cluster_dir, running_cluster
 from tests.support.outage import execute_statements
 
@@ -93,6 +94,13 @@ def module_database_url(admin_url: str) -> Iterator[str]:
     """One migrated database for a whole module (tests that only read, or roll back)."""
     with new_database(admin_url) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a module's dashboard tests (tests/support/browser.py)."""
+    with chromium() as driver:
+        yield Browser(driver)
 
 
 @pytest.fixture

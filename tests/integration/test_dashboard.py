@@ -9,34 +9,16 @@ values the API returns. Screenshots go to $QUEEN_SCREENSHOT_DIR when it is set.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from selenium.webdriver.common.keys import Keys
 
 from queen_trio.broker import open_broker
 from queen_trio.settings import AuthSettings
 from tests.support.auth import SECRET, bearer, token
 from tests.support.brokers import make_settings, serve_on_port
-from tests.support.browser import PHONE, Browser, chromium
+from tests.support.browser import PHONE, Browser
 from tests.support.dashboard import HOSTILE_PARTITION, TRACE, seed
-
-# Controls without an accessible name (a label, aria-label or text), and whether the page
-# shows any destructive or write action.
-UNLABELLED = """
-return [...document.querySelectorAll('input, select, textarea, button')]
-  .filter((el) => el.offsetParent !== null)
-  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
-                  && !(el.textContent || '').trim())
-  .map((el) => el.outerHTML.slice(0, 120));
-"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as driver:
-        yield Browser(driver)
 
 
 async def visit(browser: Browser, route: str, page: str, shot: str | None = None) -> None:
@@ -45,7 +27,7 @@ async def visit(browser: Browser, route: str, page: str, shot: str | None = None
     await browser.goto(route)
     await browser.loaded(page)
     assert await browser.console_errors() == []
-    assert await browser.script(UNLABELLED) == []
+    assert await browser.unlabelled() == []
     if shot:
         await browser.screenshot(shot)
 

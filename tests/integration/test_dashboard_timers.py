@@ -5,17 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.browser import Browser, chromium
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as driver:
-        yield Browser(driver)
 
 
 def sched(queue, key, value, delay_ms):

@@ -6,17 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.browser import Browser, chromium
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as driver:
-        yield Browser(driver)
 
 
 def supervision_ops(group: str, instance: str, *, beat: float, state: str = "running") -> list:

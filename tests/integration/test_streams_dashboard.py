@@ -2,26 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.browser import Browser, chromium
 from tests.support.cli import gather, run_cli
-
-UNLABELLED = """
-return [...document.querySelectorAll('input, select, textarea, button')]
-  .filter((el) => el.offsetParent !== null)
-  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
-                  && !(el.textContent || '').trim())
-  .map((el) => el.outerHTML.slice(0, 120));
-"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as driver:
-        yield Browser(driver)
 
 
 async def seed_stream(client) -> dict:
@@ -63,7 +44,7 @@ async def test_the_streams_pages_show_queries_and_their_state_shards(browser, cl
     await browser.goto("streams")
     await browser.loaded("streams")
     assert await browser.console_errors() == []
-    assert await browser.script(UNLABELLED) == []
+    assert await browser.unlabelled() == []
     (query,) = (await client.get("/streams/v1/queries")).json()["queries"]
     row = await browser.text(f"tr[data-row='{query['queryId']}']")
     assert row.split()[:4] == ["orders.per_minute", "orders", "orders.totals",

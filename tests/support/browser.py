@@ -27,6 +27,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
 LOADED = "return document.getElementById('main').dataset.loaded || null"
+# Visible controls without an accessible name (a label, aria-label or text).
+UNLABELLED = """
+return [...document.querySelectorAll('input, select, textarea, button')]
+  .filter((el) => el.offsetParent !== null)
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                  && !(el.textContent || '').trim())
+  .map((el) => el.outerHTML.slice(0, 120));
+"""
 T = TypeVar("T")
 
 
@@ -113,6 +121,11 @@ class Browser:
     async def texts(self, css: str) -> list[str]:
         return list(await self.script("return [...document.querySelectorAll(arguments[0])]"
                                       ".map((el) => el.innerText.trim());", css))
+
+    async def unlabelled(self) -> list[str]:
+        """The visible controls of the page that have no accessible name (an empty list
+        when every one has)."""
+        return list(await self.script(UNLABELLED))
 
     async def count(self, css: str) -> int:
         return int(await self.script("return document.querySelectorAll(arguments[0]).length;", css))
