@@ -11,8 +11,8 @@ the broker's processes (a client near 100 % means the bench, not the broker, is 
 - CAS incr: one `incr` on one of 64 counters (contended row locks);
 - lock acquire/release: acquire a per-client lock, then release it (two calls; the figure is
   pairs per second).
-`--client raw` (the default) is a minimal HTTP/1.1 client on asyncio streams, one socket per
-connection; `--client httpx` is one shared `httpx.AsyncClient`, which at 64 connections spends a
+`--client raw` (the default) is bench/pop.py's minimal HTTP/1.1 client on a trio socket, one
+per connection; `--client httpx` is one shared `httpx.AsyncClient`, which at 64 connections spends a
 whole core in its own connection pool and measured the client instead of the broker (issue 21's
 closing note). Results go to bench/results/kv.json.
 """
@@ -20,71 +20,35 @@ closing note). Results go to bench/results/kv.json.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
+import contextlib
 import json
 import random
-import re
 import statistics
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 
 import httpx
+import trio
 from common import broker, database, log, tree_cpu_seconds, write_results
+from pop import RawClient
+
+# What one client's call gives back: the status and the decoded answer ({} when it has none).
+Answer = tuple[int, dict]
 
 
-class RawClient:
-    """One keep-alive HTTP/1.1 connection: POST a JSON body, read the status and the body
-    (Content-Length or chunked). Cheap enough that 64 of them in one process leave the CPU to
-    the broker."""
-
-    def __init__(self, url: str) -> None:
-        host, _, port = url.removeprefix("http://").partition(":")
-        self._host, self._port = host, int(port or 80)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: dict) -> tuple[int, dict]:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        assert self._reader is not None
-        data = json.dumps(body, separators=(",", ":")).encode()
-        self._writer.write(b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: %d\r\n\r\n%s"
-                           % (path.encode(), self._host.encode(), len(data), data))
-        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-        status = int(head.split(" ", 2)[1])
-        length = re.search(r"\r\ncontent-length: *(\d+)", head)
-        if length:
-            payload = await self._reader.readexactly(int(length.group(1)))
-        else:  # chunked
-            parts = []
-            while size := int((await self._reader.readuntil(b"\r\n")).strip(), 16):
-                parts.append(await self._reader.readexactly(size))
-                await self._reader.readexactly(2)
-            await self._reader.readexactly(2)
-            payload = b"".join(parts)
-        return status, json.loads(payload)
-
-    async def aclose(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+async def raw_post(raw: RawClient, path: str, body: dict) -> Answer:
+    status, data = await raw.request("POST", path, body)
+    return status, json.loads(data) if data else {}
 
 
-class HttpxClient:
-    """A facade over one shared httpx.AsyncClient (`--client httpx`)."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self._http = http
-
-    async def post(self, path: str, body: dict) -> tuple[int, dict]:
-        r = await self._http.post(path, json=body)
-        try:
-            return r.status_code, r.json()
-        except ValueError:
-            return r.status_code, {}
-
-    async def aclose(self) -> None:
-        return None
+async def httpx_post(http: httpx.AsyncClient, path: str, body: dict) -> Answer:
+    r = await http.post(path, json=body)
+    try:
+        return r.status_code, r.json()
+    except ValueError:
+        return r.status_code, {}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -100,19 +64,19 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
 
-    async def one_client(n: int, http: RawClient | HttpxClient) -> None:
+    async def one_client(n: int, post: Callable[[str, dict], Awaitable[Answer]]) -> None:
         nonlocal failures
         rnd = random.Random(n)
         while time.monotonic() < deadline:
             started = time.perf_counter()
             if name == "lock acquire/release":
-                status, answer = await http.post("/api/v1/locks", {"operations": [
+                status, answer = await post("/api/v1/locks", {"operations": [
                     {"op": "acquire", "name": f"bench-{n}", "ttlSeconds": 30,
                      "owner": f"c{n}"}]})
                 ok = status == 200 and answer["results"][0]["acquired"]
                 if ok:
                     token = answer["results"][0]["token"]
-                    status, answer = await http.post("/api/v1/locks", {"operations": [
+                    status, answer = await post("/api/v1/locks", {"operations": [
                         {"op": "release", "name": f"bench-{n}", "token": token}]})
                     ok = status == 200 and answer["results"][0]["released"]
             else:
@@ -122,7 +86,7 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
                               "ttlSeconds": 300},
                       "CAS incr": {"op": "incr", "ns": "bench", "key": f"c{rnd.randrange(64)}",
                                    "delta": 1, "forever": True}}[name]
-                status, answer = await http.post("/api/v1/kv", {"operations": [op]})
+                status, answer = await post("/api/v1/kv", {"operations": [op]})
                 ok = status == 200
             if ok:
                 latencies.append(time.perf_counter() - started)
@@ -130,16 +94,18 @@ async def run_op(url: str, name: str, connections: int, seconds: float,
                 failures += 1
                 why[f"{status} {answer.get('reason') or answer.get('error') or ''}".strip()] += 1
 
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as shared:
-        clients = [RawClient(url) if client == "raw" else HttpxClient(shared)
-                   for _ in range(connections)]
+    async with (httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as shared,
+                contextlib.AsyncExitStack() as raws):
+        posts = [partial(raw_post, await raws.enter_async_context(RawClient(url)))
+                 if client == "raw" else partial(httpx_post, shared)
+                 for _ in range(connections)]
         begun, cpu = time.monotonic(), time.process_time()
         broker_cpu = tree_cpu_seconds(broker_pid) if broker_pid else 0.0
-        await asyncio.gather(*(one_client(n, c) for n, c in enumerate(clients)))
+        async with trio.open_nursery() as nursery:
+            for n, post in enumerate(posts):
+                nursery.start_soon(one_client, n, post)
         took, cpu = time.monotonic() - begun, time.process_time() - cpu
         broker_cpu = (tree_cpu_seconds(broker_pid) if broker_pid else 0.0) - broker_cpu
-        for c in clients:
-            await c.aclose()
     return {"op": name, "per_second": round(len(latencies) / took, 1),
             "p50_ms": round(pct(latencies, 0.50), 2), "p99_ms": round(pct(latencies, 0.99), 2),
             "mean_ms": round(statistics.fmean(latencies) * 1000, 2) if latencies else None,
@@ -173,4 +139,4 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
-    asyncio.run(main(parser.parse_args()))
+    trio.run(main, parser.parse_args())
