@@ -30,7 +30,10 @@ from tests.support.browser import Browser, chromium
 from tests.support.clusters import cluster_dir, running_cluster
 from tests.support.outage import execute_statements
 
-TEMPLATE = "queen_test_template"
+# One template per xdist worker: on an external server (QUEEN_TEST_DATABASE_URL) the workers
+# share, each drops and rebuilds its own.
+TEMPLATE = "queen_test_template" + (
+    f"_{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else "")
 _counter = itertools.count()
 
 

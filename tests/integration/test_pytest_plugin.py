@@ -8,6 +8,7 @@ run uses embedded clusters, one per worker, copied from the user's template cach
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def project(pytester: pytest.Pytester, user_cache: Path, monkeypatch: pytest.Mon
             tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv(cluster_cache.CACHE_ENV, str(user_cache))
     monkeypatch.setenv("QUEEN_PROBE_LOG", str(tmp_path / "probe.log"))
+    # Under `pytest -n`, this test runs in an xdist worker, whose environment says so and sets
+    # COLUMNS=80 (which cuts the traces table): the project's own pytest is not that worker.
+    for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")] + ["COLUMNS", "LINES"]:
+        monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(probe=HELPERS)
     return pytester
 
