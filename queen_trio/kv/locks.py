@@ -15,9 +15,10 @@ import msgspec
 
 from .. import wire
 from ..errors import BadRequest
+from ..storage.database import is_connection_failure
 from ..storage.sql import Q
 from .ops import MAX_TTL_SECONDS
-from .store import KvStore
+from .store import KvCommitUnknown, KvStore
 
 LOCKS_NAMESPACE = "queen-locks"
 MAX_NAME_BYTES = 256
@@ -136,7 +137,22 @@ async def run_locks(store: KvStore, body: bytes) -> dict[str, Any]:
     ops = parse_lock_ops(body)
 
     async def work(conn: asyncpg.Connection) -> list[dict[str, Any]]:
-        return [await _one(conn, op) for op in ops]
+        answers: list[dict[str, Any]] = []
+        for op in ops:
+            try:
+                answers.append(await _one(conn, op))
+            except Exception as exc:
+                # Each op is its own implicit transaction. Once a write has been sent, a lost
+                # connection (or any failure after an earlier write committed) may leave some
+                # of the call applied: 503 would promise it was not (docs/kv-and-locks.md).
+                sent_a_write = op["op"] != "get" and is_connection_failure(exc)
+                if not sent_a_write and not any(o["op"] != "get" for o in ops[:len(answers)]):
+                    raise
+                raise KvCommitUnknown("kv_error", reason="commit_unknown",
+                                      detail=f"operation {len(answers)} failed after a write "
+                                             f"was sent; the call may have applied: "
+                                             f"{type(exc).__name__}") from exc
+        return answers
 
     answers = await store.call(work) if ops else []
     results = []

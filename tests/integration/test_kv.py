@@ -280,3 +280,39 @@ async def test_a_plain_write_whose_reply_was_lost_is_500_commit_unknown(database
             assert r.json()["error"] == "kv_error" and r.json()["reason"] == "commit_unknown"
             [g] = (await kv(client, {"op": "get", "ns": "app", "key": "lost"}))["results"]
             assert g["value"] == 2  # it had committed
+
+
+@pytest.mark.parametrize("lost", ["the write itself", "a read after a write"])
+async def test_a_lock_call_whose_write_may_have_applied_is_500_commit_unknown(
+        database_url, nursery, lost):
+    """Each lock op is its own implicit transaction: once a write was sent, a lost connection
+    cannot be a 503 (which promises nothing applied), whether it hit the write or a later op."""
+    parts = urlsplit(database_url)
+    proxy = ReplyDroppingProxy(parts.port or 5432)
+    port = await nursery.start(proxy.run)
+    proxied = urlunsplit(parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{port}"))
+    settings = make_settings(proxied, kv_pool_size=1)
+
+    async def locks(client, *ops):
+        return await client.post("/api/v1/locks", json={"operations": list(ops)})
+
+    async with open_broker(settings, settings.database_url) as broker:
+        transport = httpx.ASGITransport(app=create_app(broker))
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            # The connection is open and both statements are prepared.
+            r = await locks(client, {"op": "acquire", "name": "warm", "ttlSeconds": 60},
+                            {"op": "get", "name": "cold"})
+            assert r.status_code == 200, r.text
+            await trio.testing.wait_all_tasks_blocked(cushion=0.1)
+            acquire = {"op": "acquire", "name": "job", "ttlSeconds": 60}
+            if lost == "the write itself":
+                proxy.drop_next_reply()
+                r = await locks(client, acquire)
+            else:
+                proxy.drop_next_reply(after=1)
+                r = await locks(client, acquire, {"op": "get", "name": "other"})
+            assert proxy.dropped.is_set()
+            assert r.status_code == 500, r.text
+            assert r.json()["error"] == "kv_error" and r.json()["reason"] == "commit_unknown"
+            held = await locks(client, {"op": "get", "name": "job"})
+            assert held.json()["results"][0]["held"] is True  # it had applied

@@ -21,9 +21,12 @@ class ReplyDroppingProxy:
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self._target = (target_host, target_port)
         self._armed = False
+        self._skip = 0
         self.dropped = trio.Event()
 
-    def drop_next_reply(self) -> None:
+    def drop_next_reply(self, *, after: int = 0) -> None:
+        """Lose the reply to the next statement, or to the one `after` statements later."""
+        self._skip = after
         self._armed = True
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -43,8 +46,11 @@ class ReplyDroppingProxy:
         while data := await _receive(client):
             executes = connection.client_messages(data)
             if self._armed and executes:
-                self._armed = False
-                connection.dropping = True
+                if self._skip:
+                    self._skip -= 1
+                else:
+                    self._armed = False
+                    connection.dropping = True
             await server.send_all(data)
         nursery.cancel_scope.cancel()
 
