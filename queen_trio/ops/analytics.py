@@ -33,9 +33,40 @@ def _series(span: TimeRange, rows: list[Any], key: str, point: Point,
             for group in grouped(rows, key).values()]
 
 
+# The worker series' figures, one list for the query's columns and the points' keys: (key in
+# a point, column of queen.worker_samples, how a time bucket folds its samples, decimals: None
+# for a whole number). system-metrics gives the gauges; worker-metrics the counts, each
+# sample's being those of its interval.
+WorkerFigure = tuple[str, str, str, int | None]
+SYSTEM_FIGURES: tuple[WorkerFigure, ...] = (
+    ("cpuUserPct", "cpu_user_pct", "avg", 3), ("cpuSysPct", "cpu_sys_pct", "avg", 3),
+    ("rssMb", "rss_bytes", "avg", 3),  # bytes in the samples: the point gives MB
+    ("eventLoopLagAvgMs", "loop_lag_avg_ms", "avg", 3),
+    ("eventLoopLagMaxMs", "loop_lag_max_ms", "max", 3),
+    ("dbPoolMax", "pool_max", "max", None), ("dbPoolSize", "pool_size", "avg", 3),
+    ("dbPoolIdle", "pool_idle", "avg", 3), ("dbPoolActive", "pool_active", "avg", 3),
+    ("dbPoolWaiting", "pool_waiting", "max", None),
+    ("spoolPending", "spool_pending", "avg", 3),
+    ("longPollWaiters", "long_poll_waiters", "avg", 3), ("queuedWork", "queued_work", "avg", 3))
+WORKER_COUNTS: tuple[WorkerFigure, ...] = tuple((key, column, "sum", None) for key, column in (
+    ("httpRequests", "http_requests"), ("httpErrors", "http_errors"),
+    ("pushRequests", "push_requests"), ("pushMessages", "push_messages"),
+    ("popRequests", "pop_requests"), ("popEmpty", "pop_empty"),
+    ("popMessages", "pop_messages"), ("ackRequests", "ack_requests"),
+    ("ackMessages", "ack_messages"), ("nacked", "nacked"), ("ackFailed", "ack_failed"),
+    ("deadLettered", "dead_lettered"), ("transactions", "transactions"),
+    ("dbCalls", "db_calls"), ("dbErrors", "db_errors")))
+_WORKERS = Q.analytics_workers.filled(figures=",\n       ".join(
+    f"{fold}(w.{column}) AS {column}" for _, column, fold, _ in SYSTEM_FIGURES + WORKER_COUNTS))
+
+
+def _figures(r: Row | None, figures: tuple[WorkerFigure, ...]) -> dict[str, Any]:
+    return {key: _num(r, column, digits) for key, column, _, digits in figures}
+
+
 async def _worker_rows(db: Database, query: Mapping[str, str]) -> tuple[TimeRange, list[Any]]:
     span = parse_range(query)
-    rows = await db.fetch(Q.analytics_workers, **span.params(),
+    rows = await db.fetch(_WORKERS, **span.params(),
                           hostname=query.get("hostname") or None,
                           worker_id=query.get("workerId") or None)
     return span, rows
@@ -49,39 +80,19 @@ async def system_metrics(db: Database, query: Mapping[str, str]) -> dict[str, An
     span, rows = await _worker_rows(db, query)
 
     def point(r: Row | None) -> dict[str, Any]:
-        return {"cpuUserPct": _num(r, "cpu_user"), "cpuSysPct": _num(r, "cpu_sys"),
-                "rssMb": round(_num(r, "rss_bytes") / MB, 3),
-                "eventLoopLagAvgMs": _num(r, "loop_lag_avg"),
-                "eventLoopLagMaxMs": _num(r, "loop_lag_max"),
-                "dbPoolMax": _num(r, "pool_max", None), "dbPoolSize": _num(r, "pool_size"),
-                "dbPoolIdle": _num(r, "pool_idle"), "dbPoolActive": _num(r, "pool_active"),
-                "dbPoolWaiting": _num(r, "pool_waiting", None),
-                "spoolPending": _num(r, "spool_pending"),
-                "longPollWaiters": _num(r, "long_poll_waiters"),
-                "queuedWork": _num(r, "queued_work")}
+        figures = _figures(r, SYSTEM_FIGURES)
+        figures["rssMb"] = round(figures["rssMb"] / MB, 3)
+        return figures
 
     return {"timeRange": span.to_wire(), "bucketMinutes": span.bucket_minutes,
             "workers": _series(span, rows, "worker_id", point, _worker_header)}
-
-
-WORKER_COUNTS = (("httpRequests", "http_requests"), ("httpErrors", "http_errors"),
-                 ("pushRequests", "push_requests"), ("pushMessages", "push_messages"),
-                 ("popRequests", "pop_requests"), ("popEmpty", "pop_empty"),
-                 ("popMessages", "pop_messages"), ("ackRequests", "ack_requests"),
-                 ("ackMessages", "ack_messages"), ("nacked", "nacked"),
-                 ("ackFailed", "ack_failed"),
-                 ("deadLettered", "dead_lettered"), ("transactions", "transactions"),
-                 ("dbCalls", "db_calls"), ("dbErrors", "db_errors"))
 
 
 async def worker_metrics(db: Database, query: Mapping[str, str]) -> dict[str, Any]:
     span, rows = await _worker_rows(db, query)
-
-    def point(r: Row | None) -> dict[str, Any]:
-        return {name: _num(r, column, None) for name, column in WORKER_COUNTS}
-
     return {"timeRange": span.to_wire(), "bucketMinutes": span.bucket_minutes,
-            "workers": _series(span, rows, "worker_id", point, _worker_header)}
+            "workers": _series(span, rows, "worker_id",
+                               lambda r: _figures(r, WORKER_COUNTS), _worker_header)}
 
 
 async def queue_lag(db: Database, query: Mapping[str, str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import resource
 import socket
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import asyncpg
@@ -198,6 +199,97 @@ class FamilyBook:
                 for name, (kind, help, samples) in self._families.items()]
 
 
+# The families of one sample and no label of their own, as data: (name, kind, help, the
+# figure: its attribute path in ProcessFigures). `_scalars` renders a table where its
+# families belong in worker_families; tests/unit/test_ops_figures.py checks that every path
+# names a number and every counter ends in `_total`.
+ScalarFamily = tuple[str, str, str, str]
+
+DATABASE_FAMILIES: tuple[ScalarFamily, ...] = (
+    ("queen_db_pool_max", "gauge", "Connections the pool may open (DB_POOL_SIZE).",
+     "pool_max"),
+    ("queen_db_pool_size", "gauge", "Connections the pool holds open.", "database.pool_size"),
+    ("queen_db_pool_idle", "gauge", "Open connections not in use.", "database.pool_idle"),
+    ("queen_db_pool_active", "gauge", "Connections in use.", "pool_active"),
+    ("queen_db_pool_held", "gauge", "Connections in use that busy push shards and fusion "
+     "callers keep between their calls.", "database.held"),
+    ("queen_db_pool_waiting", "gauge", "Database calls waiting for a connection.",
+     "pool_waiting"),
+    ("queen_db_calls_total", "counter", "Database calls, each one trio-asyncio crossing.",
+     "database.calls"),
+    ("queen_db_call_failures_total", "counter", "Database calls that raised.",
+     "database.failures"),
+    ("queen_db_call_seconds_total", "counter", "Time spent in database calls, crossing "
+     "included.", "database.seconds_in_calls"),
+    ("queen_db_calls_in_flight", "gauge", "Database calls running now.", "database.in_flight"),
+)
+
+TRAFFIC_FAMILIES: tuple[ScalarFamily, ...] = (
+    ("queen_messages_pushed_total", "counter", "Messages stored by pushes and transactions.",
+     "activity.push_messages"),
+    ("queen_pop_requests_total", "counter", "Pop requests answered.", "activity.pop_requests"),
+    ("queen_pop_empty_total", "counter", "Pop requests that delivered nothing.",
+     "activity.pop_empty"),
+    ("queen_pop_messages_total", "counter", "Messages delivered by pops.",
+     "activity.pop_messages"),
+    ("queen_conflation_superseded_total", "counter", "Messages a conflating consumer group's "
+     "pops moved the cursor past, superseded by a newer one (counted consumed, never "
+     "dead-lettered).", "activity.superseded"),
+    ("queen_ack_requests_total", "counter", "Ack requests.", "activity.ack_requests"),
+    ("queen_ack_messages_total", "counter", "Acks that settled their message (completed or "
+     "dead-lettered).", "activity.ack_messages"),
+    ("queen_nacks_total", "counter", "Failed and retry acks applied: the delivery comes back.",
+     "activity.nacked"),
+    ("queen_ack_failed_total", "counter", "Acks refused.", "activity.ack_failed"),
+    ("queen_dead_lettered_total", "counter", "Acks that dead-lettered their message.",
+     "activity.dead_lettered"),
+    ("queen_transactions_total", "counter", "POST /api/v1/transaction requests.",
+     "activity.transactions"),
+)
+
+LANE_FAMILIES: tuple[ScalarFamily, ...] = (
+    ("queen_lane_active_flushers", "gauge", "Partitions with a flush task.",
+     "lane.active_flushers"),
+    ("queen_lane_segments_total", "counter", "Segments committed by the lane.",
+     "lane.segments"),
+    ("queen_lane_bundles_total", "counter", "push_bundle calls.", "lane.bundles"),
+    ("queen_lane_fused_groups_total", "counter", "Push groups fused into a segment with "
+     "others.", "lane.fused_groups"),
+    ("queen_lane_bundle_splits_total", "counter", "Bundles that failed and were retried one "
+     "by one.", "lane.bundle_splits"),
+    ("queen_lane_failed_segments_total", "counter", "Segments that failed.",
+     "lane.failed_segments"),
+)
+
+SPOOL_FAMILIES: tuple[ScalarFamily, ...] = (
+    ("queen_spool_pending", "gauge", "Spooled push records not replayed yet.",
+     "spool.pending"),
+    ("queen_spool_failed", "gauge", "Spool records moved to failed/.", "spool.failed"),
+    ("queen_spool_files", "gauge", "Spool files not replayed yet.", "spool.files"),
+    ("queen_spool_replayed_total", "counter", "Spool records that landed through replay.",
+     "spool.replayed"),
+)
+
+LISTENER_FAMILIES: tuple[ScalarFamily, ...] = (
+    ("queen_wakeups_total", "counter", "Long-poll wake-ups delivered.",
+     "wakeups.notifications"),
+    ("queen_listener_connected", "gauge", "1 while the LISTEN connection is up.",
+     "listener.connected"),
+    ("queen_listener_notifications_total", "counter", "NOTIFY messages from other brokers.",
+     "listener.notifications"),
+    ("queen_listener_reconnects_total", "counter", "LISTEN reconnections.",
+     "listener.reconnects"),
+)
+
+SCALAR_TABLES = (DATABASE_FAMILIES, TRAFFIC_FAMILIES, LANE_FAMILIES, SPOOL_FAMILIES,
+                 LISTENER_FAMILIES)
+
+
+def _scalars(book: FamilyBook, f: ProcessFigures, table: Iterable[ScalarFamily]) -> None:
+    for name, kind, help, path in table:
+        book.add(name, kind, help, float(attrgetter(path)(f)))
+
+
 def worker_families(f: ProcessFigures) -> list[Family]:
     """This process's families, each sample labelled with its worker_id."""
     ident = f.identity
@@ -215,19 +307,7 @@ def worker_families(f: ProcessFigures) -> list[Family]:
         g("queen_event_loop_lag_seconds", "How late the Trio loop ran a timer, since the last "
           "sample.", lag, stat=stat)
 
-    db = f.database
-    g("queen_db_pool_max", "Connections the pool may open (DB_POOL_SIZE).", f.pool_max)
-    g("queen_db_pool_size", "Connections the pool holds open.", db.pool_size)
-    g("queen_db_pool_idle", "Open connections not in use.", db.pool_idle)
-    g("queen_db_pool_active", "Connections in use.", f.pool_active)
-    g("queen_db_pool_held", "Connections in use that busy push shards and fusion callers keep "
-      "between their calls.", db.held)
-    g("queen_db_pool_waiting", "Database calls waiting for a connection.", f.pool_waiting)
-    c("queen_db_calls_total", "Database calls, each one trio-asyncio crossing.", db.calls)
-    c("queen_db_call_failures_total", "Database calls that raised.", db.failures)
-    c("queen_db_call_seconds_total", "Time spent in database calls, crossing included.",
-      db.seconds_in_calls)
-    g("queen_db_calls_in_flight", "Database calls running now.", db.in_flight)
+    _scalars(book, f, DATABASE_FAMILIES)
 
     for (method, route, status), n in sorted(a.responses.items()):
         c("queen_http_requests_total", "HTTP answers by route and status.", n,
@@ -242,35 +322,13 @@ def worker_families(f: ProcessFigures) -> list[Family]:
     for outcome in ("queued", "duplicate", "buffered", "failed"):
         c("queen_push_items_total", "Push items by their status.",
           a.push_items.get(outcome, 0), status=outcome)
-    c("queen_messages_pushed_total", "Messages stored by pushes and transactions.",
-      a.push_messages)
-    c("queen_pop_requests_total", "Pop requests answered.", a.pop_requests)
-    c("queen_pop_empty_total", "Pop requests that delivered nothing.", a.pop_empty)
-    c("queen_pop_messages_total", "Messages delivered by pops.", a.pop_messages)
-    c("queen_conflation_superseded_total", "Messages a conflating consumer group's pops moved "
-      "the cursor past, superseded by a newer one (counted consumed, never dead-lettered).",
-      a.superseded)
-    c("queen_ack_requests_total", "Ack requests.", a.ack_requests)
-    c("queen_ack_messages_total", "Acks that settled their message (completed or "
-      "dead-lettered).", a.ack_messages)
-    c("queen_nacks_total", "Failed and retry acks applied: the delivery comes back.", a.nacked)
-    c("queen_ack_failed_total", "Acks refused.", a.ack_failed)
-    c("queen_dead_lettered_total", "Acks that dead-lettered their message.", a.dead_lettered)
-    c("queen_transactions_total", "POST /api/v1/transaction requests.", a.transactions)
+    _scalars(book, f, TRAFFIC_FAMILIES)
 
-    lane = f.lane
     book.add("queen_lane_segment_messages", "histogram", "Messages per committed segment.",
              a.segment_sizes)
     book.add("queen_lane_bundle_segments", "histogram", "Segments per push_bundle call.",
              a.bundle_sizes)
-    g("queen_lane_active_flushers", "Partitions with a flush task.", lane.active_flushers)
-    c("queen_lane_segments_total", "Segments committed by the lane.", lane.segments)
-    c("queen_lane_bundles_total", "push_bundle calls.", lane.bundles)
-    c("queen_lane_fused_groups_total", "Push groups fused into a segment with others.",
-      lane.fused_groups)
-    c("queen_lane_bundle_splits_total", "Bundles that failed and were retried one by one.",
-      lane.bundle_splits)
-    c("queen_lane_failed_segments_total", "Segments that failed.", lane.failed_segments)
+    _scalars(book, f, LANE_FAMILIES)
     for name, fusion in (("claim", f.claims), ("ack", f.acks)):
         c("queen_fusion_calls_total", "Fused database calls.", fusion.calls, lane=name)
         c("queen_fusion_requests_total", "Requests submitted to a fusion lane.",
@@ -280,22 +338,12 @@ def worker_families(f: ProcessFigures) -> list[Family]:
         g("queen_fusion_waiting", "Requests waiting for the next fused call.", fusion.waiting,
           lane=name)
 
-    spool = f.spool
-    g("queen_spool_pending", "Spooled push records not replayed yet.", spool.pending)
-    g("queen_spool_failed", "Spool records moved to failed/.", spool.failed)
-    g("queen_spool_files", "Spool files not replayed yet.", spool.files)
-    c("queen_spool_replayed_total", "Spool records that landed through replay.",
-      spool.replayed)
+    _scalars(book, f, SPOOL_FAMILIES)
 
     g("queen_long_polls_parked", "Long polls parked right now.", f.long_poll_waiters)
     for queue, n in sorted(f.wakeups.waiting.items()):
         g("queen_long_poll_waiters", "Long polls parked right now, by queue.", n, queue=queue)
-    c("queen_wakeups_total", "Long-poll wake-ups delivered.", f.wakeups.notifications)
-    g("queen_listener_connected", "1 while the LISTEN connection is up.",
-      int(f.listener.connected))
-    c("queen_listener_notifications_total", "NOTIFY messages from other brokers.",
-      f.listener.notifications)
-    c("queen_listener_reconnects_total", "LISTEN reconnections.", f.listener.reconnects)
+    _scalars(book, f, LISTENER_FAMILIES)
 
     for p in f.periodic:
         c("queen_maintenance_passes_total", "Maintenance passes run here.", p.passes,

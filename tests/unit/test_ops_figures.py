@@ -4,6 +4,8 @@ their Prometheus rendering."""
 from __future__ import annotations
 
 import datetime as dt
+import inspect
+import typing
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,7 +13,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from queen_trio.errors import BadRequest
 from queen_trio.ops import activity as activity_module
 from queen_trio.ops.activity import Activity, HistogramSnapshot, QueueActivity
-from queen_trio.ops.metrics import Family, FamilyBook, merge, render_prometheus
+from queen_trio.ops.metrics import (
+    SCALAR_TABLES,
+    Family,
+    FamilyBook,
+    ProcessFigures,
+    merge,
+    render_prometheus,
+)
 from queen_trio.ops.series import bucket_minutes_for, fill, parse_range
 
 UTC = dt.timezone.utc
@@ -124,3 +133,32 @@ def test_families_survive_json_and_render_once_per_name():
     buckets = {s.labels["le"]: s.value for s in parsed["queen_h"].samples
                if s.name == "queen_h_bucket"}
     assert buckets == {"1.0": 1.0, "2.0": 1.0, "+Inf": 3.0}
+
+
+def _figure_type(path: str) -> object:
+    """The declared type of `path` (`database.pool_size`) in ProcessFigures: a field's
+    annotation, or a property's return annotation."""
+    owner: type = ProcessFigures
+    kind: object = owner
+    for part in path.split("."):
+        found = inspect.getattr_static(owner, part, None)
+        if isinstance(found, property):
+            kind = typing.get_type_hints(found.fget)["return"]
+        else:
+            kind = typing.get_type_hints(owner)[part]
+        owner = kind if isinstance(kind, type) else object
+    return kind
+
+
+@pytest.mark.parametrize("family", [family for table in SCALAR_TABLES for family in table],
+                         ids=lambda family: family[0])
+def test_every_scalar_family_reads_a_number_of_the_process_figures(family):
+    name, kind, help, path = family
+    assert _figure_type(path) in (int, float, bool)
+    assert kind in ("gauge", "counter") and help.endswith(".")
+    assert name.startswith("queen_") and name.endswith("_total") == (kind == "counter")
+
+
+def test_the_scalar_families_are_named_once():
+    names = [family[0] for table in SCALAR_TABLES for family in table]
+    assert len(names) == len(set(names))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from queen_trio.ops.analytics import SYSTEM_FIGURES, WORKER_COUNTS
 from queen_trio.queues import options
 from queen_trio.storage.sql import Q, Query, compile_query, migrations
 
@@ -126,6 +127,26 @@ def test_configure_write_names_every_option_column():
             assert f"{name} = ${number}" in text
     assert set(Q.configure_write.params) == {*options.FIELDS, "queue_id", "namespace", "task",
                                              "explicit_options"}
+
+
+def test_a_slot_is_filled_once_with_sql_that_names_no_parameter():
+    query = compile_query("q", "SELECT {columns} FROM t WHERE a = :a AND b = '{}'")
+    filled = query.filled(columns="sum(x) AS x, max(y) AS y")
+    assert filled.text == "SELECT sum(x) AS x, max(y) AS y FROM t WHERE a = $1 AND b = '{}'"
+    assert filled.params == ("a",) and query.text.startswith("SELECT {columns}")
+    with pytest.raises(TypeError, match=r"slots \['columns'\], given \[\]"):
+        query.filled()
+    with pytest.raises(TypeError, match="given \\['columns', 'more'\\]"):
+        query.filled(columns="x", more="y")
+    with pytest.raises(ValueError, match="names a parameter"):
+        query.filled(columns=":b")
+
+
+def test_the_worker_series_fold_columns_the_samples_hold_once_each():
+    columns = [column for _, column, _, _ in SYSTEM_FIGURES + WORKER_COUNTS]
+    assert len(columns) == len(set(columns))
+    assert set(columns) <= set(Q.stats_insert_worker_sample.params)
+    assert {fold for _, _, fold, _ in SYSTEM_FIGURES + WORKER_COUNTS} == {"avg", "max", "sum"}
 
 
 def test_migrations_are_numbered_once_each_in_order():

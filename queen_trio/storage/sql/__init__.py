@@ -9,6 +9,11 @@ A query whose file has the line `-- plan: for its values` runs planned for the v
 call. asyncpg prepares every statement, and PostgreSQL plans a prepared statement generically
 from its sixth run on; for a catch-all filter (`:x IS NULL OR col = :x`, `LIMIT :limit`) that
 plan can be tens of times slower than one made for the values.
+
+A query may hold a `{slot}` where SQL that a module builds from its own constants goes (the
+column list of the worker series, from the one list of figures in ops/analytics.py). The
+module fills it once, at import (`Q.analytics_workers.filled(figures=...)`); never with a
+request's values, which are always parameters.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import attrs
 
 # `:name`, but not the second colon of a `::type` cast.
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_SLOT = re.compile(r"\{([a-z_]+)\}")
 T = TypeVar("T")
 PLAN_FOR_VALUES_MARK = "-- plan: for its values"
 # Run first, in the query's own transaction (a savepoint inside the caller's).
@@ -52,6 +58,16 @@ class Query:
         return tuple(values[p] for p in self.params)
 
     plan_for_values: bool = False
+
+    def filled(self, **slots: str) -> Query:
+        """This query with its `{slot}`s filled with SQL text, every slot once; the text
+        names no parameter (the query's are numbered already)."""
+        if set(_SLOT.findall(self.text)) != slots.keys():
+            raise TypeError(f"query {self.name}: slots {sorted(set(_SLOT.findall(self.text)))}"
+                            f", given {sorted(slots)}")
+        if any(_PARAM.search(text) for text in slots.values()):
+            raise ValueError(f"query {self.name}: a slot's text names a parameter")
+        return attrs.evolve(self, text=_SLOT.sub(lambda m: slots[m.group(1)], self.text))
 
     async def fetch(self, conn: asyncpg.Connection, **values: Any) -> list[asyncpg.Record]:
         return await self._run(conn, conn.fetch, values)
