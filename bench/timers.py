@@ -1,16 +1,21 @@
 """Timer benchmarks (docs/timers.md, docs/performance.md#timers).
 
     python bench/timers.py [--due 10000] [--rate 1000] [--schedules 20000] [--rounds 5]
+                           [--seconds 10] [--connections 64] [--pending 100000]
+                           [--only schedules,firing,pending]
 
 1. schedules per second: `--schedules` timers an hour ahead, 256 ops a call, 8 callers;
 2. firing lag: `--due` timers due at `--rate` per second on one broker (each scheduled with
    the delay that lands it on its slot); lateness = the message's commit time (its `ts`) minus
    the timer's `deliverAt`, both on PostgreSQL's clock: p50, p99, max;
-3. pending timers cost nothing: push b10 and pop+ack b10 throughput, `--rounds` alternating
-   rounds without and with 100,000 timers due an hour ahead; the median of the paired ratios
-   and their spread.
+3. pending timers cost nothing: two brokers on two databases of one cluster, one holding
+   `--pending` timers due an hour ahead (seeded once, VACUUM ANALYZE, autovacuum left to
+   settle). `--rounds` rounds, each side's first place alternating: push b10 on both, then
+   pop+ack b10 on both (wrk, `--connections`, `--seconds` a run; pop+ack on a queue prefilled
+   for the round, counted from the consumer cursors). The median of the per-round ratios
+   (with / without) and their spread.
 
-Results go to bench/results/timers.json.
+Results go to bench/results/timers.json (`--only` keeps the other sections' last results).
 """
 
 from __future__ import annotations
@@ -18,14 +23,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import statistics
 import time
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 import trio
-from common import broker, database, log, write_results
+from common import broker, database, log, write_results, wrk
 
 PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
 
@@ -97,75 +105,121 @@ async def trio_run_pg(db_url: str, sql: str) -> list[Any]:
     return await trio.to_thread.run_sync(run)
 
 
-async def load_round(url: str, seconds: float) -> tuple[float, float]:
-    """push b10 messages/s and pop+ack b10 messages/s, 4 callers each, `seconds` each."""
-    async with httpx.AsyncClient(base_url=url, timeout=60,
-                                 limits=httpx.Limits(max_connections=16)) as client:
-        pushed = 0
-
-        async def pusher(c: int, until: float) -> None:
-            nonlocal pushed
-            while time.perf_counter() < until:
-                r = await client.post("/api/v1/push", json={"items": [
-                    {"queue": "bench.load", "partition": f"p{c}-{n % 4}", "payload": {"n": n}}
-                    for n in range(10)]})
-                r.raise_for_status()
-                pushed += 10
-
-        until = time.perf_counter() + seconds
-        async with trio.open_nursery() as nursery:
-            for c in range(4):
-                nursery.start_soon(pusher, c, until)
-        push_rate = pushed / seconds
-        consumed = 0
-
-        async def popper(until: float) -> None:
-            nonlocal consumed
-            while time.perf_counter() < until:
-                r = await client.get("/api/v1/pop/queue/bench.load", params={"batch": 10})
-                if r.status_code == 204:
-                    continue
-                body = r.json()
-                acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                         "status": "completed", "leaseId": m["leaseId"]}
-                        for m in body["messages"]]
-                (await client.post("/api/v1/ack/batch",
-                                   json={"acknowledgments": acks})).raise_for_status()
-                consumed += len(acks)
-
-        until = time.perf_counter() + seconds
-        async with trio.open_nursery() as nursery:
-            for _ in range(4):
-                nursery.start_soon(popper, until)
-        return push_rate, consumed / seconds
+SEED = """INSERT INTO queen.timers (queue, timer_key, deliver_at, txn, message_id, payload)
+          SELECT 'bench.pending', 'k' || n, clock_timestamp() + interval '1 hour',
+                 'k' || n, gen_random_uuid(), '{}'::bytea
+            FROM generate_series(1, $1::integer) AS n"""
+# What autovacuum is doing now, in every database of the cluster.
+AUTOVACUUMS = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+SIDES = ("without", "with")
 
 
-async def pending_cost(url: str, db_url: str, rounds: int, seconds: float) -> dict[str, Any]:
-    add = """INSERT INTO queen.timers (queue, timer_key, deliver_at, txn, message_id, payload)
-             SELECT 'bench.pending', 'k' || n, clock_timestamp() + interval '1 hour',
-                    'k' || n, gen_random_uuid(), '{}'::bytea
-               FROM generate_series(1, 100000) AS n"""
-    ratios_push, ratios_pop, raw = [], [], []
-    await load_round(url, 1.0)  # warm up
-    for r in range(rounds):
-        await trio_run_pg(db_url, "DELETE FROM queen.timers")
-        without = await load_round(url, seconds)
-        await trio_run_pg(db_url, add)
-        await trio_run_pg(db_url, "ANALYZE queen.timers")
-        with_ = await load_round(url, seconds)
-        raw.append({"without": without, "with": with_})
-        ratios_push.append(with_[0] / without[0])
-        ratios_pop.append(with_[1] / without[1])
-        log(f"round {r + 1}: push {without[0]:.0f} -> {with_[0]:.0f}/s, "
-            f"pop+ack {without[1]:.0f} -> {with_[1]:.0f}/s")
-    await trio_run_pg(db_url, "DELETE FROM queen.timers")
+def pg(db_url: str, *statements: str, args: tuple[Any, ...] = ()) -> Any:
+    """Run statements one by one (outside a transaction: VACUUM, CREATE DATABASE); the last
+    one's first value."""
+    async def go() -> Any:
+        conn = await asyncpg.connect(db_url)
+        try:
+            value = None
+            for sql in statements:
+                if "$1" in sql:
+                    value = await conn.fetchval(sql, *args)
+                elif sql.startswith("SELECT"):
+                    value = await conn.fetchval(sql)
+                else:
+                    await conn.execute(sql)  # simple protocol: VACUUM, CREATE DATABASE
+            return value
+        finally:
+            await conn.close()
+    return asyncio.run(go())
 
-    def summary(ratios: list[float]) -> dict[str, float]:
+
+def settle(db_url: str, quiet_seconds: float = 3.0, at_most: float = 120.0) -> float:
+    """Wait until no autovacuum worker has run for `quiet_seconds`: the seconds waited."""
+    started = quiet_since = time.monotonic()
+    while time.monotonic() - started < at_most:
+        if pg(db_url, AUTOVACUUMS):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_seconds:
+            break
+        time.sleep(0.2)
+    return round(time.monotonic() - started, 1)
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
+                 pending: int) -> dict[str, Any]:
+    """Two brokers on two databases of one cluster, the same but for `pending` timers due an
+    hour ahead in one (seeded once, then VACUUM ANALYZE and a quiet autovacuum, so no round
+    pays for the seed: no dead rows, no hint bits, no insert-triggered vacuum). Each round
+    prefills a pop+ack queue on both, waits for autovacuum, then runs push b10 on both and
+    pop+ack b10 on both (wrk), the side that goes first alternating round by round."""
+    from pop import POPACK_LUA, consumed, lua_file, prefill
+    from push import PAYLOAD as PUSH_PAYLOAD
+    from push import lua_script
+
+    urls = {side: with_database(db_url, f"bench_timers_{side}") for side in SIDES}
+    for side in SIDES:
+        pg(db_url, f"DROP DATABASE IF EXISTS bench_timers_{side} WITH (FORCE)",
+           f"CREATE DATABASE bench_timers_{side}")
+    push_script = lua_script(10, 100)
+    runs: list[dict[str, Any]] = []
+    with broker(urls["without"]) as (url_without, _p, _o), \
+            broker(urls["with"]) as (url_with, _q, _r):
+        brokers = {"without": url_without, "with": url_with}
+        pg(urls["with"], SEED, args=(pending,))
+        for side in SIDES:
+            pg(urls[side], "VACUUM (ANALYZE)", "CHECKPOINT")
+        log(f"seeded {pending} timers; autovacuum quiet after {settle(db_url)} s")
+        queue = "bench.popack"
+        popack_script = lua_file(POPACK_LUA % (queue, 10))
+        for side in SIDES:  # warm up both cases; the pop+ack group joins its queue here
+            wrk(brokers[side] + "/api/v1/push", push_script, connections=connections,
+                seconds=1)
+            prefill(brokers[side], queue, 100, 20, PUSH_PAYLOAD)
+            wrk(brokers[side], popack_script, connections=connections, seconds=1)
+        for r in range(rounds):
+            order = SIDES if r % 2 == 0 else SIDES[::-1]
+            for side in order:  # more than a run can consume
+                prefill(brokers[side], queue, 100, 80 * seconds, PUSH_PAYLOAD)
+            waited = settle(db_url)
+            run: dict[str, Any] = {"round": r + 1, "order": list(order),
+                                   "autovacuum_wait_s": waited, "load": load_average()}
+            for side in order:
+                out = wrk(brokers[side] + "/api/v1/push", push_script,
+                          connections=connections, seconds=seconds)
+                assert out["non_2xx"] == 0, out
+                run[f"push_{side}"] = round(out["requests_per_s"] * 10)
+            for side in order:
+                before = consumed(urls[side], queue)
+                started = time.monotonic()
+                wrk(brokers[side], popack_script, connections=connections, seconds=seconds)
+                elapsed = time.monotonic() - started
+                run[f"popack_{side}"] = round((consumed(urls[side], queue) - before) / elapsed)
+            run["push_ratio"] = round(run["push_with"] / run["push_without"], 3)
+            run["popack_ratio"] = round(run["popack_with"] / run["popack_without"], 3)
+            log(json.dumps(run))
+            runs.append(run)
+        left = pg(urls["with"], "SELECT count(*) FROM queen.timers")
+        assert left == pending, f"{pending - left} pending timers fired during the measurement"
+
+    def summary(key: str) -> dict[str, float]:
+        ratios = [run[key] for run in runs]
         return {"median_ratio": round(statistics.median(ratios), 3),
                 "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
 
-    return {"pending_timers": 100_000, "rounds": rounds, "seconds_per_run": seconds,
-            "push_b10": summary(ratios_push), "pop_ack_b10": summary(ratios_pop), "raw": raw}
+    return {"pending_timers": pending, "rounds": rounds, "seconds_per_run": seconds,
+            "connections": connections, "push_b10": summary("push_ratio"),
+            "pop_ack_b10": summary("popack_ratio"), "runs": runs}
 
 
 def main() -> None:
@@ -174,20 +228,31 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--schedules", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=int, default=10, help="per wrk run (pending cost)")
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--pending", type=int, default=100_000)
+    parser.add_argument("--only", default="schedules,firing,pending",
+                        help="the sections to run (results of the others are kept)")
     args = parser.parse_args()
-    results: dict[str, Any] = {}
-    with database() as db_url, broker(db_url) as (url, _proc, _own):
-        results["schedules_per_second"] = round(trio.run(schedules_per_second, url,
-                                                         args.schedules))
-        log(f"schedules: {results['schedules_per_second']}/s")
-        trio.run(trio_run_pg, db_url, "DELETE FROM queen.timers")
-        results["firing"] = trio.run(firing_lag, url, db_url, args.due, args.rate)
-        log(f"firing: {results['firing']}")
-        results["pending_cost"] = trio.run(pending_cost, url, db_url, args.rounds,
-                                           args.seconds)
-        log(f"pending cost: push {results['pending_cost']['push_b10']}, "
-            f"pop+ack {results['pending_cost']['pop_ack_b10']}")
+    only = set(args.only.split(","))
+    path = Path(__file__).resolve().parent / "results" / "timers.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    with database() as db_url:
+        if only & {"schedules", "firing"}:
+            with broker(db_url) as (url, _proc, _own):
+                if "schedules" in only:
+                    results["schedules_per_second"] = round(trio.run(
+                        schedules_per_second, url, args.schedules))
+                    log(f"schedules: {results['schedules_per_second']}/s")
+                    trio.run(trio_run_pg, db_url, "DELETE FROM queen.timers")
+                if "firing" in only:
+                    results["firing"] = trio.run(firing_lag, url, db_url, args.due, args.rate)
+                    log(f"firing: {results['firing']}")
+        if "pending" in only:
+            results["pending_cost"] = pending_cost(db_url, args.rounds, args.seconds,
+                                                   args.connections, args.pending)
+            log(f"pending cost: push {results['pending_cost']['push_b10']}, "
+                f"pop+ack {results['pending_cost']['pop_ack_b10']}")
     log(f"wrote {write_results('timers', results)}")
 
 

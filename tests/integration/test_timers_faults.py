@@ -2,7 +2,12 @@
 broker processes on one private PostgreSQL; 500 cancels race the fires; one broker is
 SIGKILLed in the middle and PostgreSQL restarts once. Every timer not cancelled is delivered
 exactly once and never before its deliverAt; no cancelled one arrives; a cancel answered
-too_late matches a delivered message."""
+too_late matches a delivered message.
+
+Kept cheap, so that it stays far inside the per-test timeout on a busy machine: the brokers
+boot together, the cancels go out from ten callers (not five hundred tasks retrying at once
+against a restarting database), the deliveries are read back with one query, and the phases'
+times are printed (shown when the test fails)."""
 
 from __future__ import annotations
 
@@ -10,13 +15,19 @@ import base64
 import datetime as dt
 import json
 import random
+import time
+from contextlib import AsyncExitStack
 
 import httpx
 import pytest
 import trio
 
 from tests.support.clusters import running_cluster
-from tests.support.processes import running_broker
+from tests.support.processes import RunningBroker, running_broker
+
+TIMERS = 2000
+CANCELS = 500
+CALLERS = 10
 
 
 @pytest.fixture
@@ -31,7 +42,8 @@ def op(key, delay_ms):
             "payload": base64.b64encode(json.dumps({"k": key}).encode()).decode()}
 
 
-async def log_counts(url):
+async def delivered(url):
+    """Every message of the database (one query): its transaction id and commit time."""
     import asyncpg
 
     def run():
@@ -49,56 +61,93 @@ async def log_counts(url):
 
 
 async def test_2000_timers_a_sigkill_and_a_postgres_restart(private_postgres):
+    started = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def phase(name):
+        phases[name] = round(time.monotonic() - started, 2)
+
     url = private_postgres.url()
     env = {"DATABASE_URL": url, "QUEEN_TIMER_CLAIM_LEASE_MS": "1500"}
-    keys = [f"k{n}" for n in range(2000)]
+    keys = [f"k{n}" for n in range(TIMERS)]
     promised: dict[str, str] = {}
     cancels: dict[str, str] = {}
-    async with running_broker(env) as a, running_broker(env) as b:
-        # Short timeouts: a request that meets the restart is asked again at once.
-        async with httpx.AsyncClient(timeout=3) as client:
-            for i in range(0, 2000, 250):
-                r = await client.post(a.url + "/api/v1/timers", json={"operations": [
-                    op(k, random.randint(2000, 4500)) for k in keys[i:i + 250]]})
-                assert r.status_code == 200, r.text
-                for res in r.json()["results"]:
-                    promised[res["timerKey"]] = res["deliverAt"]
-            to_cancel = random.Random(22).sample(keys, 500)
+    # Keys whose cancel met the restart (no answer, or a 5xx): its first try may have
+    # committed unseen, so a later "absent" may be its own cancel as well as a fire.
+    unsure: set[str] = set()
+    try:
+        async with AsyncExitStack() as stack:
+            brokers: list[RunningBroker] = []
 
-            async def cancel(key):
-                while True:
-                    try:
-                        r = await client.delete(f"{b.url}/api/v1/timers/faults/{key}")
-                    except httpx.TransportError:
-                        r = None
-                    if r is not None and r.status_code == 200:
-                        cancels[key] = r.json()["status"]
-                        return
-                    await trio.sleep(0.2)  # the database is restarting: ask again
-
-            async def faults():
-                await trio.sleep(2.5)
-                a.proc.kill()  # SIGKILL, whatever it holds
-                await trio.sleep(0.5)
-                await trio.to_thread.run_sync(lambda: private_postgres.stop(mode="immediate"))
-                await trio.to_thread.run_sync(private_postgres.start)
+            async def boot():
+                brokers.append(await stack.enter_async_context(running_broker(env)))
 
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(faults)
-                for n, key in enumerate(to_cancel):
-                    nursery.start_soon(cancel, key)
-                    if n % 20 == 19:
-                        await trio.sleep(0.1)
-            with trio.fail_after(45):
-                while True:
-                    try:
-                        r = await client.get(b.url + "/api/v1/status/timers")
-                        if r.status_code == 200 and r.json()["pending"] == 0:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await trio.sleep(0.2)
-    rows = await log_counts(url)
+                nursery.start_soon(boot)
+                nursery.start_soon(boot)
+            a, b = brokers
+            phase("brokers up")
+            # Short timeouts: a request that meets the restart is asked again at once.
+            async with httpx.AsyncClient(timeout=3) as client:
+                for i in range(0, TIMERS, 250):
+                    r = await client.post(a.url + "/api/v1/timers", json={"operations": [
+                        op(k, random.randint(2000, 4500)) for k in keys[i:i + 250]]})
+                    assert r.status_code == 200, r.text
+                    for res in r.json()["results"]:
+                        promised[res["timerKey"]] = res["deliverAt"]
+                phase("scheduled")
+                to_cancel = random.Random(22).sample(keys, CANCELS)
+
+                async def cancel(key):
+                    while True:
+                        try:
+                            r = await client.delete(f"{b.url}/api/v1/timers/faults/{key}")
+                        except httpx.TransportError:
+                            r = None
+                        if r is not None and r.status_code == 200:
+                            cancels[key] = r.json()["status"]
+                            return
+                        unsure.add(key)
+                        await trio.sleep(0.2)  # the database is restarting: ask again
+
+                async def caller(mine):
+                    # Spread over the firing window (2 to 4.5 s after scheduling).
+                    for key in mine:
+                        await cancel(key)
+                        await trio.sleep(0.02)
+
+                async def faults():
+                    await trio.sleep(2.5)  # in the middle of the firing
+                    a.proc.kill()  # SIGKILL, whatever it holds
+                    phase("broker a killed")
+                    await trio.sleep(0.5)
+                    await trio.to_thread.run_sync(
+                        lambda: private_postgres.stop(mode="immediate"))
+                    phase("postgres stopped")
+                    await trio.to_thread.run_sync(private_postgres.start)
+                    phase("postgres started")
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(faults)
+                    for c in range(CALLERS):
+                        nursery.start_soon(caller, to_cancel[c::CALLERS])
+                phase("cancels answered")
+                with trio.fail_after(40):
+                    while True:
+                        try:
+                            r = await client.get(b.url + "/api/v1/status/timers")
+                            if r.status_code == 200 and r.json()["pending"] == 0:
+                                break
+                        except httpx.TransportError:
+                            pass
+                        await trio.sleep(0.2)
+                phase("all fired")
+            # What is checked is in the database; b's own graceful stop is not under test.
+            b.proc.kill()
+        rows = await delivered(url)
+        phase("read back")
+    finally:
+        print(f"phases (seconds since the start): {phases}")
     count: dict[str, int] = {}
     at: dict[str, dt.datetime] = {}
     for r in rows:
@@ -108,10 +157,16 @@ async def test_2000_timers_a_sigkill_and_a_postgres_restart(private_postgres):
     assert set(cancels.values()) <= {"cancelled", "absent", "too_late"}
     for key in keys:
         n = count.get(f"txn-{key}", 0)
-        if cancels.get(key) == "cancelled":
+        status = cancels.get(key)
+        if status == "cancelled":
             assert n == 0, key
             continue
-        assert n == 1, (key, cancels.get(key))
+        if status == "absent" and key in unsure:
+            assert n <= 1, key  # cancelled by its unanswered try, or fired: never twice
+            if n == 0:
+                continue
+        assert n == 1, (key, status)
         deliver = dt.datetime.fromisoformat(promised[key].replace("Z", "+00:00"))
         assert at[f"txn-{key}"] >= deliver, key
     assert "cancelled" in cancels.values()
+    assert "too_late" in cancels.values() or "absent" in cancels.values()

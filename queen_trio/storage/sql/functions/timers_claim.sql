@@ -3,13 +3,17 @@
 -- broker is claiming. Each gets this claim's token and a short lease: no other broker
 -- claims it until the lease lapses, and a schedule or a cancel answers too_late meanwhile.
 -- Its own short transaction; the fire deletes only the rows that still carry the token.
+-- "Now" is read once, as an InitPlan, so the index bounds the scan: compared row by row
+-- (clock_timestamp() is volatile, never an index condition), a claim that found fewer than
+-- p_limit due timers walked every pending one (47 ms and 2,048 buffers beside 100,000
+-- timers due an hour later; 13 buffers this way: docs/performance.md#timers).
 CREATE OR REPLACE FUNCTION queen.timers_claim(p_token uuid, p_lease_ms integer,
                                               p_limit integer)
 RETURNS TABLE (queue text, timer_key text) LANGUAGE sql AS $$
     WITH due AS (
         SELECT t.queue, t.timer_key
           FROM queen.timers t
-         WHERE t.visible_at <= clock_timestamp()
+         WHERE t.visible_at <= (SELECT clock_timestamp())
          ORDER BY t.visible_at
          LIMIT p_limit
            FOR UPDATE SKIP LOCKED
