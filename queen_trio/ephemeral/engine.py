@@ -22,7 +22,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import msgspec
@@ -53,7 +53,9 @@ class BudgetExceeded(QueenError):
 # walk the messages the rings hold (a slotted object per message made the owner's full
 # collections 15-80 ms with ~100k held; docs/performance.md).
 Message = tuple[int, bytes, float]
-SEQ, PAYLOAD, ENQUEUED = 0, 1, 2
+SEQ: Final = 0
+PAYLOAD: Final = 1
+ENQUEUED: Final = 2
 
 
 @attrs.define(slots=True)
