@@ -237,6 +237,9 @@ async def serve_http(app: ASGIFramework, config: HypercornConfig, gate: Connecti
         if broker is None:
             return
         broker.consumer.stop_waiting()
+        # The ephemeral pops parked at this process (its own and those relayed to it)
+        # answer now with what they have, as the durable ones do.
+        broker.ephemeral.stop_waiting()
         # A request hypercorn cancelled at the graceful deadline may still sit in a shielded
         # database call: a frozen server must not hold the exit, so cut its connections.
         await trio.sleep(config.graceful_timeout)

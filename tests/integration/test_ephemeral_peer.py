@@ -3,6 +3,8 @@ processes as frames on kept-alive connections to the owner's peer listener, not 
 
 from __future__ import annotations
 
+import signal
+
 import httpx
 import trio
 
@@ -105,3 +107,33 @@ async def test_only_members_relays_to_ephemeral_routes_are_served(database_url):
         assert (await c.get(owner + "/api/v1/ephemeral/queues")).status_code == 200
         # HTTP on the same port is still the peer listener's guarded HTTP.
         assert (await c.get(f"http://{address}/health")).status_code == 200
+
+
+async def test_sigterm_answers_parked_ephemeral_pops_direct_and_relayed(database_url):
+    # Two workers, a pop through each: one waits at the owner directly, the other through
+    # a relay; both answer [] at the stop, not cut off at the graceful deadline.
+    async with running_broker({"DATABASE_URL": database_url, **FAST}, workers=2) as server:
+        replies: list[httpx.Response] = []
+
+        async def long_poll(url: str) -> None:
+            async with httpx.AsyncClient(timeout=120) as c:
+                replies.append(await c.get(url + "/api/v1/ephemeral/pop", params={
+                    "queue": "stop.q", "wait": "true", "timeout": "60000"}))
+
+        async with httpx.AsyncClient(timeout=30) as c:
+            urls = server.worker_urls
+            async with trio.open_nursery() as nursery:
+                for url in urls:
+                    nursery.start_soon(long_poll, url)
+                owner = (await c.get(urls[0] + "/api/v1/ephemeral/queues")).json()["owner"]
+                ids = [(await c.get(u + "/health")).json()["worker_id"] for u in urls]
+                (owner_url,) = [u for u, i in zip(urls, ids, strict=True)
+                                if owner.startswith(i + "/")]
+                with trio.fail_after(20):
+                    while (await c.get(owner_url + "/metrics")).json()["ephemeral"][
+                            "waiting"] < 2:
+                        await trio.sleep(0.05)
+                server.proc.send_signal(signal.SIGTERM)
+        assert [(r.status_code, r.json()["messages"]) for r in replies] == [(200, []), (200, [])]
+        assert await server.wait_exit() == 0
+        assert "Traceback" not in server.output()
