@@ -313,18 +313,24 @@ class PeerChannelServer(Protocol):
 
 
 async def _sniff(http: Callable[[trio.abc.Stream], Awaitable[None]],
-                 channel: PeerChannelServer, stream: _TimedStream) -> None:
+                 channel: PeerChannelServer, idle_seconds: float,
+                 stream: _TimedStream) -> None:
     """A connection to the peer listener: the peer channel when it opens with MAGIC,
-    else HTTP (what was read to tell is read again by hypercorn)."""
+    else HTTP (what was read to tell is read again by hypercorn). A connection that says
+    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would."""
     first = b""
     try:
-        while len(first) < len(MAGIC) and MAGIC.startswith(first):
-            chunk = await stream.receive_some(RECEIVE_BYTES)
-            if not chunk:
-                break
-            first += chunk
+        with trio.move_on_after(idle_seconds) as waited:
+            while len(first) < len(MAGIC) and MAGIC.startswith(first):
+                chunk = await stream.receive_some(RECEIVE_BYTES)
+                if not chunk:
+                    break
+                first += chunk
     except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError):
-        await stream.aclose()
+        waited.cancel()
+    if waited.cancel_called:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
         return
     if first.startswith(MAGIC):
         stream.stop_clock()
@@ -377,7 +383,8 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                                                handler_nursery=server_nursery))
                     if peer is not None and peer_listeners:
                         nursery.start_soon(partial(
-                            trio.serve_listeners, partial(_sniff, http, peer[1]),
+                            trio.serve_listeners,
+                            partial(_sniff, http, peer[1], config.keep_alive_timeout),
                             peer_listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()
             except BaseExceptionGroup as error:
