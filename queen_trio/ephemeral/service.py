@@ -15,10 +15,10 @@ from .. import wire
 from ..errors import BadRequest, QueenError
 from ..storage.database import Database
 from ..storage.sql import Q
+from .channel import ChannelPool, PeerUnreachable, RelayRequest
 from .engine import DEFAULT_PARTITION, Delivered, Engine
 from .options import bad_request, parse_options
 from .owner import LOCK_KEY, OwnerInfo, Ownership
-from .peers import PeerPool, PeerUnreachable
 
 log = logging.getLogger("queen_trio.ephemeral")
 
@@ -53,6 +53,15 @@ class Relayed:
     retry_after: bytes | None
 
 
+@attrs.define
+class ChannelServed:
+    """The owner's side of the peer channel (web/peer.py), counted here for /metrics."""
+
+    open: int = 0       # channel connections open to this process now
+    served: int = 0     # relayed requests answered over the channel
+    abandoned: int = 0  # relayed requests whose relaying process left before the answer
+
+
 @attrs.frozen
 class EphemeralStatistics:
     owner: bool
@@ -65,6 +74,11 @@ class EphemeralStatistics:
     drops: dict[str, int]
     relayed: int
     relay_failures: int
+    channel_connects: int  # peer-channel connections this process opened to an owner
+    channel_idle: int      # of them, idle in its pool now
+    channel_open: int      # peer-channel connections open to this process
+    channel_served: int
+    channel_abandoned: int
     waiting: int
     per_queue: list[dict[str, Any]]
 
@@ -80,11 +94,12 @@ class Ephemeral:
                                    on_gain=self._gained, on_loss=self._lost)
         self._owner: OwnerInfo | None = None
         self._members: dict[str, str] = {}
-        self._peers = PeerPool()
+        self.channel = ChannelPool()
         self._stopping = False
         self._parked: set[trio.CancelScope] = set()
         self.relayed = 0
         self.relay_failures = 0
+        self.served = ChannelServed()
 
     # -- task tree -----------------------------------------------------------------------
 
@@ -96,7 +111,7 @@ class Ephemeral:
                 nursery.start_soon(self._sweep)
                 task_status.started()
         finally:
-            await self._peers.aclose()
+            await self.channel.aclose()
             await self.ownership.leave(lambda: self.db.execute(
                 Q.ephemeral_leave, member_id=self.ownership.member_id))
 
@@ -157,6 +172,7 @@ class Ephemeral:
         sent = {k.decode(): v.decode("latin-1") for k, v in headers.items()
                 if k in RELAYED_HEADERS}
         sent[PEER_HEADER.decode()] = f"{self.ownership.member_id} {self.ownership.secret}"
+        request = RelayRequest(method, path_and_query, sent, body)
         timeout = (wait_seconds + RELAY_SLACK_SECONDS) if wait_seconds else RELAY_TIMEOUT_SECONDS
         for attempt in range(3):
             info = await self.owner_info(fresh=attempt > 0)
@@ -173,8 +189,8 @@ class Ephemeral:
                 raise Unavailable("the ephemeral owner has no address its peers can reach "
                                   "(QUEEN_ADVERTISE_ADDRESS)", "owner_unreachable")
             try:
-                response = await self._peers.request(info.address, method, path_and_query,
-                                                     sent, body, within=timeout)
+                response = await self.channel.request(info.address, request,
+                                                      within=timeout)
             except PeerUnreachable:
                 self.relay_failures += 1
                 self._owner = None
@@ -188,8 +204,7 @@ class Ephemeral:
                 self._owner = None
                 continue
             self.relayed += 1
-            return Relayed(response.status, response.body,
-                           response.headers.get(b"retry-after"))
+            return Relayed(response.status, response.body, response.retry_after)
         raise Unavailable("no process owns the ephemeral queues right now; retry",
                           "no_owner")
 
@@ -325,6 +340,9 @@ class Ephemeral:
             messages=sum(q.length() for q in e.queues.values()),
             bytes=e.total_bytes, pushed=e.pushed, popped=e.popped, acked=e.acked,
             drops=dict(e.drops), relayed=self.relayed, relay_failures=self.relay_failures,
+            channel_connects=self.channel.connects, channel_idle=self.channel.idle(),
+            channel_open=self.served.open, channel_served=self.served.served,
+            channel_abandoned=self.served.abandoned,
             waiting=len(self._parked), per_queue=per_queue)
 
 

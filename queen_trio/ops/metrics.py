@@ -592,6 +592,11 @@ def metrics_json(f: ProcessFigures, *, requests_rate: float, messages_rate: floa
             "pushed": f.ephemeral.pushed, "popped": f.ephemeral.popped,
             "acked": f.ephemeral.acked, "drops": dict(f.ephemeral.drops),
             "relayed": f.ephemeral.relayed, "relayFailures": f.ephemeral.relay_failures,
+            "peerChannel": {"connects": f.ephemeral.channel_connects,
+                            "idle": f.ephemeral.channel_idle,
+                            "open": f.ephemeral.channel_open,
+                            "served": f.ephemeral.channel_served,
+                            "abandoned": f.ephemeral.channel_abandoned},
             "waiting": f.ephemeral.waiting},
     }
 
@@ -604,6 +609,16 @@ def _ephemeral_families(e: EphemeralStatistics, g: Any, c: Any) -> None:
     c("queen_ephemeral_relay_failures_total", "Relays that found no owner answering.",
       e.relay_failures)
     g("queen_ephemeral_waiting_pops", "Ephemeral pops parked here.", e.waiting)
+    c("queen_ephemeral_peer_connects_total", "Peer-channel connections this process opened "
+      "to the owner.", e.channel_connects)
+    g("queen_ephemeral_peer_idle_connections", "Peer-channel connections idle in this "
+      "process's pool.", e.channel_idle)
+    g("queen_ephemeral_peer_open_connections", "Peer-channel connections open to this "
+      "process (the owner's side).", e.channel_open)
+    c("queen_ephemeral_peer_served_total", "Relayed requests this process answered over the "
+      "peer channel.", e.channel_served)
+    c("queen_ephemeral_peer_abandoned_total", "Relayed requests whose relaying process hung "
+      "up before the answer.", e.channel_abandoned)
     for q in e.per_queue:
         g("queen_ephemeral_depth", "Messages an ephemeral queue holds.", q["depth"],
           queue=q["queue"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl
 
 import trio
@@ -62,6 +62,8 @@ UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIO
 # what is counted per method stays bounded whatever arrives.
 METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 OTHER_METHOD = "OTHER"
+# The routes the peer channel serves (web/peer.py).
+PEER_PREFIX = "/api/v1/ephemeral/"
 
 
 class App:
@@ -195,20 +197,40 @@ class App:
             return response
         except _ClientGone:
             raise
-        except HTTPError as exc:
-            response = error_response(exc.status, str(exc))
-            response.headers.extend(exc.headers)
-            return response
-        except QueenError as exc:
-            status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)),
-                          500)
-            response = error_response(status, str(exc), exc.fields)
-            if status == 503:  # the database is back, or the broker caught up: come back
-                response.headers.append((b"retry-after", b"1"))
-            return response
         except Exception as exc:
-            log.exception("request failed", extra={"method": method, "path": path})
-            return error_response(500, f"internal error: {type(exc).__name__}")
+            return _error_answer(exc, method, path)
+
+    async def relayed(self, method: str, target: str, headers: dict[bytes, bytes],
+                      body: bytes, hung_up: Callable[[], Awaitable[None]]) -> Response | None:
+        """A request another broker process relayed over the peer channel (web/peer.py):
+        routed, authorised as its original caller and answered as over HTTP, without h11
+        or ASGI. Only the ephemeral routes are served; a request that waits is cancelled
+        (None) once `hung_up` returns, which it does when the relaying process hangs up."""
+        path, _, query_string = target.partition("?")
+        if not path.startswith(PEER_PREFIX):
+            return error_response(404, "the peer channel serves only the ephemeral routes")
+        try:
+            route, params = self.router.resolve(method, path)
+            subject = await self.auth.authenticate(headers, route.access)
+            query = dict(parse_qsl(query_string, keep_blank_values=True))
+            _check_parameters(params, query)
+            gone = trio.Event()
+            request = Request(method, path, params, query, headers, body, route.path,
+                              self.auth, subject, gone)
+            if not route.waits.watched(request):
+                response = await route.handler(self.broker, request)
+            else:
+                async with trio.open_nursery() as watchers:
+                    with trio.CancelScope() as handling:
+                        watchers.start_soon(_watch_relay, hung_up, gone, handling)
+                        response = await route.handler(self.broker, request)
+                    watchers.cancel_scope.cancel()
+                if handling.cancelled_caught:
+                    return None
+        except Exception as exc:
+            return _error_answer(exc, method, path)
+        response.route = route.path
+        return response
 
     async def _read_body(self, headers: dict[bytes, bytes], receive: ASGIReceiveCallable,
                          gone: trio.Event) -> bytes:
@@ -257,6 +279,29 @@ def _check_parameters(params: dict[str, str], query: dict[str, str]) -> None:
 def _path(scope: HTTPScope) -> str:
     raw_path = scope.get("raw_path") or scope["path"].encode()
     return str(raw_path.decode("utf-8", "replace").split("?", 1)[0])
+
+
+def _error_answer(exc: Exception, method: str, path: str) -> Response:
+    """The answer to a request whose handling raised `exc`."""
+    if isinstance(exc, HTTPError):
+        response = error_response(exc.status, str(exc))
+        response.headers.extend(exc.headers)
+        return response
+    if isinstance(exc, QueenError):
+        status = next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)), 500)
+        response = error_response(status, str(exc), exc.fields)
+        if status == 503:  # the database is back, or the broker caught up: come back
+            response.headers.append((b"retry-after", b"1"))
+        return response
+    log.exception("request failed", extra={"method": method, "path": path}, exc_info=exc)
+    return error_response(500, f"internal error: {type(exc).__name__}")
+
+
+async def _watch_relay(hung_up: Callable[[], Awaitable[None]], gone: trio.Event,
+                       handling: trio.CancelScope) -> None:
+    await hung_up()
+    gone.set()
+    handling.cancel()
 
 
 class _ClientGone(Exception):

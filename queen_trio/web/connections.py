@@ -31,7 +31,7 @@ import math
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import msgspec
@@ -46,6 +46,8 @@ from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wra
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
+
+from ..ephemeral.channel import MAGIC, RECEIVE_BYTES
 
 if TYPE_CHECKING:
     from .app import App
@@ -174,6 +176,15 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         self._clocked_read: trio.CancelScope | None = None
         self._closed = False
         self.hung_up = trio.Event()
+        self._unread = b""  # read by the peer listener's sniff, for hypercorn to read again
+
+    def unread(self, data: bytes) -> None:
+        self._unread = data + self._unread
+
+    @property
+    def raw(self) -> trio.SocketStream:
+        """The socket stream itself, with no read clock (the peer channel's)."""
+        return self._stream
 
     def stop_clock(self) -> None:
         self.deadline = None
@@ -181,6 +192,9 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             self._clocked_read.deadline = math.inf
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self._unread:
+            data, self._unread = self._unread, b""
+            return data
         try:
             return await self._receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -290,10 +304,53 @@ class _Connection(TCPServer):
             await self._initiate_server_close()
 
 
+class PeerChannelServer(Protocol):
+    """What serves the peer channel's connections (web/peer.py's PeerChannel)."""
+
+    async def serve(self, stream: trio.abc.Stream, buffered: bytes) -> None: ...
+
+    def close_idle(self) -> None: ...
+
+
+async def _sniff(http: Callable[[trio.abc.Stream], Awaitable[None]],
+                 channel: PeerChannelServer, idle_seconds: float,
+                 stream: _TimedStream) -> None:
+    """A connection to the peer listener: the peer channel when it opens with MAGIC,
+    else HTTP (what was read to tell is read again by hypercorn). A connection that says
+    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would."""
+    first = b""
+    try:
+        with trio.move_on_after(idle_seconds) as waited:
+            while len(first) < len(MAGIC) and MAGIC.startswith(first):
+                chunk = await stream.receive_some(RECEIVE_BYTES)
+                if not chunk:
+                    break
+                first += chunk
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError):
+        waited.cancel()
+    if waited.cancel_called:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        return
+    if first.startswith(MAGIC):
+        stream.stop_clock()
+        try:
+            await channel.serve(stream.raw, first[len(MAGIC):])
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+        return
+    stream.unread(first)
+    await http(stream)
+
+
 async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 shutdown_trigger: Callable[..., Awaitable[None]],
+                peer: tuple[int, PeerChannelServer] | None = None,
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    """hypercorn (plain HTTP) on `config.bind`, through `gate`'s listeners."""
+    """hypercorn (plain HTTP) on `config.bind`, through `gate`'s listeners. With `peer`
+    (a port and its channel), connections to that port may be the peer channel's
+    (web/peer.py)."""
     wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
     lifespan_state: LifespanState = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
@@ -304,22 +361,31 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
         async with trio.open_nursery() as server_nursery:
             sockets = config.create_sockets()
             listeners = []
+            peer_listeners = []
             binds = []
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
-                listeners.append(gate.listener(
-                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))))
+                listener = gate.listener(
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+                if peer is not None and sock.getsockname()[1] == peer[0]:
+                    peer_listeners.append(listener)
+                else:
+                    listeners.append(listener)
                 binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
+            http = partial(_Connection, wrapped, config, context,
+                           ConnectionState(lifespan_state.copy()))
             task_status.started(binds)
             try:
                 async with trio.open_nursery(strict_exception_groups=True) as nursery:
                     nursery.start_soon(raise_shutdown, shutdown_trigger)
                     nursery.start_soon(raise_shutdown, context.terminate.wait)
-                    nursery.start_soon(partial(
-                        trio.serve_listeners,
-                        partial(_Connection, wrapped, config, context,
-                                ConnectionState(lifespan_state.copy())),
-                        listeners, handler_nursery=server_nursery))
+                    nursery.start_soon(partial(trio.serve_listeners, http, listeners,
+                                               handler_nursery=server_nursery))
+                    if peer is not None and peer_listeners:
+                        nursery.start_soon(partial(
+                            trio.serve_listeners,
+                            partial(_sniff, http, peer[1], config.keep_alive_timeout),
+                            peer_listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()
             except BaseExceptionGroup as error:
                 _, other_errors = error.split((ShutdownError, KeyboardInterrupt))
@@ -327,6 +393,8 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                     raise other_errors from None
             finally:
                 await context.terminated.set()
+                if peer is not None:
+                    peer[1].close_idle()
                 server_nursery.cancel_scope.deadline = (trio.current_time()
                                                         + config.graceful_timeout)
         await lifespan.wait_for_shutdown()

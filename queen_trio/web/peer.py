@@ -1,9 +1,17 @@
-"""The peer listener's guard: on the socket other broker processes relay to, only the
-ephemeral routes and `/health` are served (docs/ephemeral.md#the-owner); every other path
-is a 404 there, whatever the token."""
+"""The peer listener: the socket other broker processes relay ephemeral requests to
+(docs/ephemeral.md#the-owner).
+
+A connection that opens with the peer channel's MAGIC (ephemeral/channel.py) is served here
+by `PeerChannel`, frame by frame, straight into the app's ephemeral routes. Any other
+connection is HTTP, served by hypercorn through `PeerGuard`: only the ephemeral routes and
+`/health`; every other path is a 404 there, whatever the token.
+"""
 
 from __future__ import annotations
 
+import logging
+
+import trio
 from hypercorn.typing import (
     ASGIReceiveCallable,
     ASGISendCallable,
@@ -12,7 +20,21 @@ from hypercorn.typing import (
     Scope,
 )
 
+from ..ephemeral.channel import (
+    ChannelError,
+    Frames,
+    RelayReply,
+    RelayRequest,
+    decode_request,
+    encode,
+)
+from ..ephemeral.service import PEER_HEADER
 from .app import App
+
+log = logging.getLogger("queen_trio.peer")
+
+NOT_A_RELAY = (b'{"error":"the peer channel carries relays from members only",'
+               b'"code":"ephemeral_forbidden"}')
 
 ALLOWED_PREFIXES = ("/api/v1/ephemeral/", "/health")
 REFUSAL = b'{"error":"the peer listener serves only the ephemeral routes and /health"}'
@@ -41,3 +63,74 @@ class PeerGuard:
             await send(body)
             return
         await self.app(scope, receive, send)
+
+
+class PeerChannel:
+    """The owner's side of the peer channel: one request in flight per connection, each
+    answered by the app as a relayed request (`App.relayed`)."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.counts = app.broker.ephemeral.served  # what /metrics shows
+        self._idle: set[trio.CancelScope] = set()  # connections waiting for a request
+        self._closing = False
+
+    def close_idle(self) -> None:
+        """The server stops: idle connections close now, busy ones after their answer."""
+        self._closing = True
+        for scope in self._idle:
+            scope.cancel()
+
+    async def serve(self, stream: trio.abc.Stream, buffered: bytes) -> None:
+        """One connection, after its MAGIC; returns when it is done (the caller closes it)."""
+        frames = Frames(stream, buffered)
+        self.counts.open += 1
+        try:
+            while not self._closing:
+                with trio.CancelScope() as idle:
+                    self._idle.add(idle)
+                    try:
+                        frame = await frames.receive()
+                    finally:
+                        self._idle.discard(idle)
+                if frame is None:  # closed, or the server stops
+                    return
+                if not await self._answer(frames, decode_request(frame)):
+                    return
+        except (ChannelError, trio.BrokenResourceError, trio.ClosedResourceError,
+                OSError) as exc:
+            log.debug("peer channel connection ended", extra={"error": str(exc)})
+        finally:
+            self.counts.open -= 1
+
+    async def _answer(self, frames: Frames, request: RelayRequest) -> bool:
+        """Whether the connection may carry another request."""
+        headers = {k.encode("latin-1"): v.encode("latin-1")
+                   for k, v in request.headers.items()}
+        if PEER_HEADER not in headers:  # the channel carries members' relays only
+            await frames.send(encode(RelayReply(403, None, NOT_A_RELAY)))
+            return True
+
+        async def hung_up() -> None:
+            # Nothing comes while a request is in flight but the end of the connection.
+            try:
+                await frames.stream.receive_some(1)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+
+        response = await self.app.relayed(request.method, request.target, headers,
+                                          request.body, hung_up)
+        if response is None:
+            self.counts.abandoned += 1
+            return False
+        retry_after = next((v for k, v in response.headers if k == b"retry-after"), None)
+        try:
+            await frames.send(encode(RelayReply(response.status, retry_after,
+                                                response.body)))
+        except BaseException:
+            self.counts.abandoned += 1
+            if response.undelivered is not None:
+                await response.undelivered()
+            raise
+        self.counts.served += 1
+        return True

@@ -44,10 +44,10 @@ from ..storage.database import require_reachable
 from ..storage.datadir import claim_data_dir
 from ..storage.embedded import EmbeddedPostgres
 from .auth import Authenticator
-from .connections import ConnectionGate
+from .connections import ConnectionGate, PeerChannelServer
 from .connections import serve as serve_connections
 from .listen import BACKLOG, bind_listener, bind_peer, bind_worker_ports
-from .peer import PeerGuard
+from .peer import PeerChannel, PeerGuard
 from .routes import create_app
 
 log = logging.getLogger("queen_trio.server")
@@ -174,8 +174,9 @@ async def serve_app(settings: Settings, database_url: str | None, auth: Authenti
         # module again (tens of milliseconds a time on a small machine; docs/performance.md).
         gc.collect()
         gc.freeze()
-        guarded = PeerGuard(app, int(peer_address.rsplit(":", 1)[1]))
-        await serve_http(guarded, config, gate, stop, broker, task_status=task_status)
+        peer_port = int(peer_address.rsplit(":", 1)[1])
+        await serve_http(PeerGuard(app, peer_port), config, gate, stop, broker,
+                         peer=(peer_port, PeerChannel(app)), task_status=task_status)
 
 
 @asynccontextmanager
@@ -226,6 +227,7 @@ def connection_gate(settings: Settings) -> ConnectionGate:
 
 async def serve_http(app: ASGIFramework, config: HypercornConfig, gate: ConnectionGate,
                      stop: trio.Event, broker: Broker | None, *,
+                     peer: tuple[int, PeerChannelServer] | None = None,
                      task_status: trio.TaskStatus[str]) -> None:
     """hypercorn until `stop`. hypercorn returns only once in-flight requests are done (or
     the graceful deadline passed); only then does open_broker flush the lane and close."""
@@ -235,6 +237,9 @@ async def serve_http(app: ASGIFramework, config: HypercornConfig, gate: Connecti
         if broker is None:
             return
         broker.consumer.stop_waiting()
+        # The ephemeral pops parked at this process (its own and those relayed to it)
+        # answer now with what they have, as the durable ones do.
+        broker.ephemeral.stop_waiting()
         # A request hypercorn cancelled at the graceful deadline may still sit in a shielded
         # database call: a frozen server must not hold the exit, so cut its connections.
         await trio.sleep(config.graceful_timeout)
@@ -252,7 +257,7 @@ async def serve_http(app: ASGIFramework, config: HypercornConfig, gate: Connecti
         await broker.db.abort()
 
     async def run_hypercorn(*, task_status: trio.TaskStatus[list[str]]) -> None:
-        await serve_connections(app, config, gate, shutdown_trigger=stop.wait,
+        await serve_connections(app, config, gate, shutdown_trigger=stop.wait, peer=peer,
                                 task_status=task_status)
         nursery.cancel_scope.cancel()  # done in time: no connection needs cutting
 

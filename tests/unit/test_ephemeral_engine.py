@@ -135,3 +135,19 @@ def test_options_are_a_closed_list():
                 {"windowBuffer": {"size": 1}}, {"leaseSeconds": 0}, []):
         with pytest.raises(BadRequest):
             parse_options(bad)
+
+
+def test_the_messages_a_ring_holds_are_out_of_the_collectors_reach():
+    # A full collection walks every tracked object: the messages the rings hold must not be
+    # among them, or the owner pauses for as long as its rings are deep (docs/performance.md).
+    import gc
+
+    e, _ = engine()
+    e.push("q", "p", [b'{"n":1}', b'"two"'])
+    e.take("q", "p", "g", 1, auto_ack=False)  # one leased, one not yet delivered
+    gc.collect()
+    (ring,) = e.rings()
+    assert len(ring.messages) == 2
+    assert not any(gc.is_tracked(m) for m in ring.messages)
+    assert not any(gc.is_tracked(lease) for g in ring.groups.values()
+                   for lease in g.leased.values())
