@@ -247,7 +247,14 @@ async def test_a_sigkilled_broker_mid_stream_loses_and_doubles_no_window(databas
         async with trio.open_nursery() as nursery:
             async with broker_process(env, port=port) as (_, proc):
                 nursery.start_soon(flow)
-                await trio.sleep(4)
+                # Killed mid-stream, not mid-registration: the SDK gives up on registering
+                # after three quick retries (a loaded machine can take seconds to start the
+                # flow), while its cycle loop rides out an outage.
+                async with httpx.AsyncClient(base_url=url) as client:
+                    while not any(query["name"] == "crash" for query in
+                                  (await client.get("/streams/v1/queries")).json()["queries"]):
+                        await trio.sleep(0.2)
+                await trio.sleep(2)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
             async with broker_process(env, port=port):
