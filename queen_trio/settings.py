@@ -678,8 +678,10 @@ class Settings:
         10_000, env="FILE_BUFFER_EVENTS_PER_FILE",
         doc="records per spool file before a new one is started")
     graceful_timeout_seconds: float = setting(
-        10.0, doc="seconds a shutdown gives the requests in flight (hypercorn's "
-                  "`graceful_timeout`)")
+        10.0, env="QUEEN_GRACEFUL_TIMEOUT_MS", parse=parse_int, milliseconds=True,
+        check=POSITIVE,
+        doc="how long a shutdown gives the requests in flight, in ms (hypercorn's "
+            "`graceful_timeout`); a stop with none open does not wait for it")
     # Pops.
     default_batch_size: int = setting(
         1, env="DEFAULT_BATCH_SIZE", check=at_least(1),

@@ -212,6 +212,9 @@ class Database:
         self._hold_budget = max(pool.get_max_size() - UNHELD_CONNECTIONS, 0)
         # Set once the schema is migrated; calls before that raise DatabaseUnavailable.
         self.ready = trio.Event()
+        # Set by `abort`: what fails from then on failed because the broker cut its own
+        # connections, which says nothing about the database's reachability.
+        self._aborted = False
 
     async def _ensure_schema(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
                              retry_seconds: float = 1.0) -> None:
@@ -313,7 +316,8 @@ class Database:
             if isinstance(exc, Exception):
                 c.failures += 1
                 if is_connection_failure(exc) and not isinstance(exc, Overloaded):
-                    self.reachability.failed(exc)
+                    if not self._aborted:
+                        self.reachability.failed(exc)
                     if not isinstance(exc, DatabaseUnavailable):
                         raise DatabaseUnavailable(exc) from exc
             raise
@@ -403,7 +407,9 @@ class Database:
 
     async def abort(self) -> None:
         """Cut every pool connection now: the calls in flight fail at once, and later calls
-        find the pool closed. For a shutdown past its deadline (a frozen server)."""
+        find the pool closed. For a shutdown past its deadline (a frozen server). Those
+        failures are not reported as the database being unreachable."""
+        self._aborted = True
 
         async def terminate() -> None:
             self._pool.terminate()

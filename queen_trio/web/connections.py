@@ -21,6 +21,12 @@ hypercorn's `TCPServer` with two costs of every request taken off.
   idle task when a request starts and starts a new one (a task, a nursery handshake, a lock)
   once the request is answered.
 
+That one idle task must end with its connection, or the connection's task group waits for it:
+it ends as soon as the connection is closed (by either side) or its client is gone (the read
+side ended), so a connection never outlives its client by the keep-alive timeout and a stop
+never waits for a connection that nobody is on. On shutdown an idle connection is closed at
+once; a busy one when its request is answered (hypercorn then closes rather than recycles).
+
 The rest of hypercorn (h11, its HTTP stream, the app task per request) is used as is.
 """
 
@@ -262,7 +268,8 @@ class _Connection(TCPServer):
         self._head = b""  # a response head waiting for its body
         self._idle_at = math.inf  # the keep-alive deadline while idle; inf while serving
         self._idle_scope: trio.CancelScope | None = None
-        self._now_idle: trio.Event | None = None  # set once idle, while the server stops
+        # True once the connection is over (closed, or its client gone): the idle task ends.
+        self._over = False
 
     async def protocol_send(self, event: Event) -> None:
         if isinstance(event, RawData):
@@ -280,26 +287,47 @@ class _Connection(TCPServer):
                              if event.idle else math.inf)
             if self._idle_scope is not None:
                 self._idle_scope.deadline = self._idle_at
-            if event.idle and self._now_idle is not None:
-                self._now_idle.set()
         else:
             if isinstance(event, Closed) and self._head:
                 head, self._head = self._head, b""
                 await super().protocol_send(RawData(data=head))
             await super().protocol_send(event)
 
+    async def _read_data(self) -> None:
+        try:
+            await super()._read_data()
+        finally:
+            # The client is gone (end of file, a reset, a 408) or the stream was closed: no
+            # keep-alive left to time. A request still running ends on its own (its client's
+            # hang-up is known to it), and the connection closes with it.
+            self._end_idle_task()
+
+    async def _close(self) -> None:
+        self._end_idle_task()
+        await super()._close()
+
+    def _end_idle_task(self) -> None:
+        self._over = True
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()
+
     async def _idle_timeout(self) -> None:
         """Started once per connection (by `run`): closes the connection once it has been
-        idle for the keep-alive timeout, or, once the server stops, as soon as it is idle.
-        A request moves the deadline (to never, then to the timeout after its answer): no
-        task, and no wake-up of this one, per request."""
+        idle for the keep-alive timeout, or, once the server stops, if it is idle then. A
+        request moves the deadline (to never, then to the timeout after its answer): no task,
+        and no wake-up of this one, per request. It returns as soon as the connection is over.
+
+        A request answered after the server began to stop is not followed by an idle spell:
+        hypercorn closes its connection instead of recycling it (which sets `_over`)."""
         self._idle_at = trio.current_time() + self.config.keep_alive_timeout
         with trio.CancelScope(deadline=self._idle_at) as self._idle_scope:
-            await self.context.terminated.wait()
-            while self._idle_at == math.inf:  # the server stops: let the request finish
-                self._now_idle = trio.Event()
-                await self._now_idle.wait()
+            if not self._over:
+                await self.context.terminated.wait()
         self._idle_scope = None
+        if self._over or self._idle_at == math.inf:
+            # Over already, or the server stops with a request running: that request's
+            # answer closes the connection.
+            return
         with trio.CancelScope(shield=True):
             await self._initiate_server_close()
 

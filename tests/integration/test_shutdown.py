@@ -69,6 +69,75 @@ async def test_sigterm_answers_a_parked_long_poll_204_and_exits_0(database_url, 
         assert '"msg":"queen-trio stopped"' in out
 
 
+async def finished_keep_alive_connection(url: str) -> trio.SocketStream:
+    """A connection whose one request is answered, kept open (idle) by its client."""
+    host, port = url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    await stream.send_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += await stream.receive_some(65536)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    return stream
+
+
+async def hang_up_mid_request(url: str, request: bytes) -> None:
+    """A client that sends `request` and hangs up before its answer."""
+    host, port = url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    await stream.send_all(request)
+    await trio.sleep(0.2)  # let the broker start on it
+    await stream.aclose()
+
+
+async def test_a_stop_waits_for_no_connection_that_nobody_is_on(database_url, workers):
+    """The graceful deadline is for requests in flight. An idle keep-alive connection is closed
+    at once, a connection whose client hung up mid-request counts for nothing, a parked long
+    poll is answered 204: the broker exits long before its deadline (30 s here) and says
+    nothing was still running at it."""
+    env = {"DATABASE_URL": database_url, "QUEEN_GRACEFUL_TIMEOUT_MS": "30000"}
+    async with running_broker(env, workers=workers) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+            await client.post("/api/v1/configure", json={"queue": "left"})
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):  # long polls and pushes whose body never comes, abandoned
+                    nursery.start_soon(hang_up_mid_request, server.url,
+                                       b"GET /api/v1/pop/queue/left?wait=true&timeout=60000 "
+                                       b"HTTP/1.1\r\nHost: x\r\n\r\n")
+                    nursery.start_soon(hang_up_mid_request, server.url,
+                                       b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\n"
+                                       b"Content-Type: application/json\r\n"
+                                       b"Content-Length: 1000\r\n\r\n{\"items\": [")
+            # One more request on a fresh connection, which the client closes at once.
+            async with httpx.AsyncClient(base_url=server.url) as once:
+                assert (await once.get("/health")).status_code == 200
+            async with await finished_keep_alive_connection(server.url) as idle:
+                reply: list[httpx.Response] = []
+
+                async def long_poll() -> None:
+                    reply.append(await client.get("/api/v1/pop/queue/left",
+                                                  params={"wait": "true", "timeout": "60000"}))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(long_poll)
+                    await trio.sleep(0.5)  # let it park
+                    server.proc.send_signal(signal.SIGTERM)
+                assert reply[0].status_code == 204
+                # Half the deadline: a stop that waited for any of those connections takes
+                # all of it.
+                assert await server.wait_exit(within=15) == 0
+                assert await idle.receive_some(65536) == b""  # closed by the broker
+    out = server.output()
+    assert "Traceback" not in out
+    assert "at the graceful deadline" not in out
+    assert '"msg":"queen-trio stopped"' in out
+
+
 def hold_a_request_open(url: str) -> socket.socket:
     """A push whose body never finishes arriving: an in-flight request that keeps the broker
     in its graceful shutdown, so that a second signal finds it there."""

@@ -62,3 +62,20 @@ async def test_require_database_refuses_to_start_without_it(how):
                       f"{'--require-database' if 'args' in how else 'QUEEN_REQUIRE_DATABASE'} "
                       "refuses to start without it)"]
     assert "Traceback" not in done.stdout.decode() + done.stderr.decode()
+
+
+async def test_connections_the_broker_cut_itself_are_not_an_unreachable_database(database_url,
+                                                                                  caplog):
+    """A stop past its graceful deadline cuts the pool (`Database.abort`); what fails after
+    that failed because of the cut, not the database: no "database unreachable ... pool is
+    closed" warning, and the database's reachability stays as it was."""
+    from queen_trio.errors import DatabaseUnavailable
+    from queen_trio.storage.database import open_database
+
+    async with open_database(database_url, pool_size=2) as db:
+        assert await db.call(lambda conn: conn.fetchval("SELECT 1")) == 1
+        await db.abort()
+        with pytest.raises(DatabaseUnavailable, match="pool is closed"):
+            await db.call(lambda conn: conn.fetchval("SELECT 1"))
+        assert db.reachability.reason is None
+    assert "database unreachable" not in caplog.text
