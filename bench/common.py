@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -60,6 +61,15 @@ def wait_http(url: str, timeout: float = 60) -> None:
                 return
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+def configure_queue(port: int, queue: str) -> None:
+    """POST /api/v1/configure for `queue` on a fresh connection, closed afterwards."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    conn.request("POST", "/api/v1/configure", json.dumps({"queue": queue}),
+                 {"content-type": "application/json"})
+    conn.getresponse().read()
+    conn.close()
 
 
 @contextmanager

@@ -29,7 +29,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from common import ROOT, database, free_port, log, wait_http, write_results
+from common import ROOT, configure_queue, database, free_port, log, wait_http, write_results
 
 
 def long_poll(port: int, results: list, ready: threading.Barrier) -> None:
@@ -61,11 +61,7 @@ def one_round(waiters: int, database_url: str | None) -> dict:
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
     try:
         wait_http(f"http://127.0.0.1:{port}/health")
-        conn = http.client.HTTPConnection("127.0.0.1", port)
-        conn.request("POST", "/api/v1/configure", json.dumps({"queue": "bench.shutdown"}),
-                     {"content-type": "application/json"})
-        conn.getresponse().read()
-        conn.close()
+        configure_queue(port, "bench.shutdown")
         results: list = []
         ready = threading.Barrier(waiters + 1)
         threads = [threading.Thread(target=long_poll, args=(port, results, ready))

@@ -32,7 +32,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, database, free_port, free_ports, log, wait_http, write_results
+from common import (
+    ROOT,
+    configure_queue,
+    database,
+    free_port,
+    free_ports,
+    log,
+    wait_http,
+    write_results,
+)
 
 DEADLINE_WORDS = "at the graceful deadline"
 
@@ -79,11 +88,7 @@ def one_round(database_url: str, workers: int, scenario: str) -> dict:
         try:
             for k in range(workers):
                 wait_http(f"http://127.0.0.1:{base + k}/health")
-            conn = http.client.HTTPConnection("127.0.0.1", port)
-            conn.request("POST", "/api/v1/configure", json.dumps({"queue": "bench.stop"}),
-                         {"content-type": "application/json"})
-            conn.getresponse().read()
-            conn.close()
+            configure_queue(port, "bench.stop")
             held = leave_connections(port, scenario)
             signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)

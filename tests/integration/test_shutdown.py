@@ -48,21 +48,28 @@ async def test_stopping_answers_parked_long_polls_204_and_parks_no_new_one(broke
     assert plain.status_code == 200 and plain.json()["messages"][0]["data"] == 1
 
 
+async def long_poll_through_sigterm(client: httpx.AsyncClient, server, queue: str
+                                    ) -> httpx.Response:
+    """A long poll on an empty queue, parked, then the broker SIGTERMed: its answer."""
+    reply: list[httpx.Response] = []
+
+    async def long_poll() -> None:
+        reply.append(await client.get(f"/api/v1/pop/queue/{queue}",
+                                      params={"wait": "true", "timeout": "60000"}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_poll)
+        await trio.sleep(0.5)  # let it park (nothing is pushed, so it stays parked)
+        server.proc.send_signal(signal.SIGTERM)
+    return reply[0]
+
+
 async def test_sigterm_answers_a_parked_long_poll_204_and_exits_0(database_url, workers):
     async with running_broker({"DATABASE_URL": database_url}, workers=workers) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
             await client.post("/api/v1/configure", json={"queue": "parked"})
-            reply: list[httpx.Response] = []
-
-            async def long_poll() -> None:
-                reply.append(await client.get("/api/v1/pop/queue/parked",
-                                              params={"wait": "true", "timeout": "60000"}))
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(long_poll)
-                await trio.sleep(0.5)  # let it park (nothing is pushed, so it stays parked)
-                server.proc.send_signal(signal.SIGTERM)
-        assert reply[0].status_code == 204
+            reply = await long_poll_through_sigterm(client, server, "parked")
+        assert reply.status_code == 204
         assert await server.wait_exit() == 0
         out = server.output()
         assert "Traceback" not in out
@@ -117,17 +124,8 @@ async def test_a_stop_waits_for_no_connection_that_nobody_is_on(database_url, wo
             async with httpx.AsyncClient(base_url=server.url) as once:
                 assert (await once.get("/health")).status_code == 200
             async with await finished_keep_alive_connection(server.url) as idle:
-                reply: list[httpx.Response] = []
-
-                async def long_poll() -> None:
-                    reply.append(await client.get("/api/v1/pop/queue/left",
-                                                  params={"wait": "true", "timeout": "60000"}))
-
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(long_poll)
-                    await trio.sleep(0.5)  # let it park
-                    server.proc.send_signal(signal.SIGTERM)
-                assert reply[0].status_code == 204
+                reply = await long_poll_through_sigterm(client, server, "left")
+                assert reply.status_code == 204
                 # Half the deadline: a stop that waited for any of those connections takes
                 # all of it.
                 assert await server.wait_exit(within=15) == 0
