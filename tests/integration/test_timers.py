@@ -4,6 +4,7 @@ statuses, the path encodings of the three clients, the transaction rider, and th
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import uuid
 
@@ -216,10 +217,14 @@ async def test_not_before_deliver_at_and_a_negative_delay_fires_at_once(client):
 async def test_ids_keep_the_partitions_offset_order_when_the_promise_cannot(client, broker):
     """A timer held back (backoff) past later pushes: its message takes an id after theirs,
     not the promised one (docs/decisions.md#timers); a timer fired on time keeps it."""
-    [held] = await timers(client, sched("t.o", "held", "timer", 0, partition="p"))
-    await db_execute(broker.db, "UPDATE queen.timers SET claimed_until = clock_timestamp() "
-                     "+ interval '1 hour'")
-    await trio.sleep(0.01)
+    # Due in 3 s, so the sweeper cannot fire it before it is held (a timer due at once
+    # could fire between the schedule and the hold); the pushes come once it is due.
+    [held] = await timers(client, sched("t.o", "held", "timer", 3000, partition="p"))
+    hold = await db_execute(broker.db, "UPDATE queen.timers SET claimed_until = "
+                            "clock_timestamp() + interval '1 hour' WHERE claim_token IS NULL")
+    assert hold == "UPDATE 1", "the timer fired before it could be held"
+    due = dt.datetime.fromisoformat(held["deliverAt"].replace("Z", "+00:00"))
+    await trio.sleep(max(0.0, (due - dt.datetime.now(dt.timezone.utc)).total_seconds()) + 0.05)
     pushed = await client.post("/api/v1/push", json={"items": [
         {"queue": "t.o", "partition": "p", "payload": n} for n in range(3)]})
     await db_execute(broker.db, "UPDATE queen.timers SET claimed_until = NULL")
