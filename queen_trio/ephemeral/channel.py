@@ -24,9 +24,12 @@ import trio
 
 MAGIC = b"QUEEN-TRIO-PEER/1\n"
 LENGTH = struct.Struct(">I")
-# A frame's ceiling: a relayed body is within QUEEN_MAX_BODY_BYTES already; this only stops a
-# stray or hostile length from making the reader wait for gigabytes.
+# A reply frame's ceiling on the relaying side. The owner's side reads request frames under
+# QUEEN_MAX_BODY_BYTES plus FRAME_OVERHEAD_BYTES (web/peer.py): a frame is read before its
+# sender is known, so its size must not exceed what an HTTP body may.
 MAX_FRAME_BYTES = 1 << 30
+# The method, the target and the headers around a relayed body.
+FRAME_OVERHEAD_BYTES = 1 << 16
 MAX_IDLE_PER_PEER = 32
 RECEIVE_BYTES = 65536
 
@@ -79,9 +82,11 @@ def decode_reply(frame: bytes) -> RelayReply:
 class Frames:
     """Length-prefixed frames over a stream (bytes already read from it come first)."""
 
-    def __init__(self, stream: trio.abc.Stream, buffered: bytes = b"") -> None:
+    def __init__(self, stream: trio.abc.Stream, buffered: bytes = b"", *,
+                 limit: int = MAX_FRAME_BYTES) -> None:
         self.stream = stream
         self._buffer = bytearray(buffered)
+        self._limit = limit
 
     @property
     def buffered(self) -> int:
@@ -99,8 +104,8 @@ class Frames:
                     raise ChannelError("the connection closed mid-frame")
                 return None
         (size,) = LENGTH.unpack_from(buffer)
-        if size > MAX_FRAME_BYTES:
-            raise ChannelError(f"a frame of {size} bytes")
+        if size > self._limit:
+            raise ChannelError(f"a frame of {size} bytes, over {self._limit}")
         end = LENGTH.size + size
         while len(buffer) < end:
             if not await self._fill():

@@ -21,6 +21,7 @@ from hypercorn.typing import (
 )
 
 from ..ephemeral.channel import (
+    FRAME_OVERHEAD_BYTES,
     ChannelError,
     Frames,
     RelayReply,
@@ -83,7 +84,8 @@ class PeerChannel:
 
     async def serve(self, stream: trio.abc.Stream, buffered: bytes) -> None:
         """One connection, after its MAGIC; returns when it is done (the caller closes it)."""
-        frames = Frames(stream, buffered)
+        frames = Frames(stream, buffered,
+                        limit=self.app.max_body_bytes + FRAME_OVERHEAD_BYTES)
         self.counts.open += 1
         try:
             while not self._closing:

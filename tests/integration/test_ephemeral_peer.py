@@ -104,6 +104,14 @@ async def test_only_members_relays_to_ephemeral_routes_are_served(database_url):
         with trio.fail_after(10):
             assert await frames.receive() is None
         await frames.aclose()
+        # So does a frame announced bigger than an HTTP body may be: nothing is buffered for
+        # it, whoever sends it (a frame is read before its sender is checked).
+        stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        frames = Frames(stream)
+        await frames.send(MAGIC + (1 << 29).to_bytes(4, "big"))
+        with trio.fail_after(10):
+            assert await frames.receive() is None
+        await frames.aclose()
         assert (await c.get(owner + "/api/v1/ephemeral/queues")).status_code == 200
         # HTTP on the same port is still the peer listener's guarded HTTP.
         assert (await c.get(f"http://{address}/health")).status_code == 200
