@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from urllib.parse import parse_qsl
 
 import trio
@@ -188,7 +189,8 @@ class App:
             request = Request(method, path, params, query, headers, body, route.path, self.auth,
                               subject, gone)
             if route.waits.watched(request):
-                response = await _handle_watched(route.handler, self.broker, request, receive)
+                response = await _handle_watched(route.handler, self.broker, request,
+                                                 partial(_disconnect, receive))
             else:
                 response = await route.handler(self.broker, request)
             response.route = route.path
@@ -217,16 +219,12 @@ class App:
             gone = trio.Event()
             request = Request(method, path, params, query, headers, body, route.path,
                               self.auth, subject, gone)
-            if not route.waits.watched(request):
-                response = await route.handler(self.broker, request)
+            if route.waits.watched(request):
+                response = await _handle_watched(route.handler, self.broker, request, hung_up)
             else:
-                async with trio.open_nursery() as watchers:
-                    with trio.CancelScope() as handling:
-                        watchers.start_soon(_watch_relay, hung_up, gone, handling)
-                        response = await route.handler(self.broker, request)
-                    watchers.cancel_scope.cancel()
-                if handling.cancelled_caught:
-                    return None
+                response = await route.handler(self.broker, request)
+        except _ClientGone:
+            return None
         except Exception as exc:
             return _error_answer(exc, method, path)
         response.route = route.path
@@ -297,13 +295,6 @@ def _error_answer(exc: Exception, method: str, path: str) -> Response:
     return error_response(500, f"internal error: {type(exc).__name__}")
 
 
-async def _watch_relay(hung_up: Callable[[], Awaitable[None]], gone: trio.Event,
-                       handling: trio.CancelScope) -> None:
-    await hung_up()
-    gone.set()
-    handling.cancel()
-
-
 class _ClientGone(Exception):
     """The client left before its request was read in full, or while it waited."""
 
@@ -313,11 +304,13 @@ class _Undelivered(Exception):
 
 
 async def _handle_watched(handler: Handler, broker: Broker, request: Request,
-                          receive: ASGIReceiveCallable) -> Response:
-    """The handler's response, with a watcher task that cancels it if the client hangs up."""
+                          hung_up: Callable[[], Awaitable[None]]) -> Response:
+    """The handler's response, with a watcher task that cancels it once `hung_up` returns
+    (the client hung up: an HTTP disconnect, or the relaying process leaving the peer
+    channel)."""
     async with trio.open_nursery() as watchers:
         with trio.CancelScope() as handling:
-            watchers.start_soon(_watch_disconnect, receive, request.gone, handling)
+            watchers.start_soon(_watch, hung_up, request.gone, handling)
             response = await handler(broker, request)
         watchers.cancel_scope.cancel()
     if handling.cancelled_caught:
@@ -325,15 +318,17 @@ async def _handle_watched(handler: Handler, broker: Broker, request: Request,
     return response
 
 
-async def _watch_disconnect(receive: ASGIReceiveCallable, gone: trio.Event,
-                            handling: trio.CancelScope) -> None:
+async def _watch(hung_up: Callable[[], Awaitable[None]], gone: trio.Event,
+                 handling: trio.CancelScope) -> None:
+    await hung_up()
+    gone.set()
+    handling.cancel()
+
+
+async def _disconnect(receive: ASGIReceiveCallable) -> None:
     """Once the body is read, the only message left is the disconnect."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            gone.set()
-            handling.cancel()
-            return
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
