@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import signal
 import sys
 from pathlib import Path
@@ -80,9 +81,11 @@ def check_gate(r: dict) -> None:
         assert passed == list(range(len(passed))), "FIFO, nothing twice"
         bound = g["capacity"] + g["refill"] * g["elapsed"]
         assert len(passed) <= bound, g
-        # At least that minus one bucket and the last lease period's refill (its tokens are
-        # spent at the next period, after the runner stopped).
-        assert len(passed) >= bound - g["capacity"] - g["refill"] * 2, g
+        # At least the bucket and the whole tokens refilled from the first pass (the bucket's
+        # state starts there) to the stop, less two lease periods: a token is spent at the
+        # next period's pop, and the last period's after the runner stopped.
+        refilled = math.floor(g["refill"] * (g["first_pass_to_stop"] - 2))
+        assert len(passed) >= g["capacity"] + refilled, g
         assert g["dead_letters"] == 0 and g["errors"] == 0, g
 
 

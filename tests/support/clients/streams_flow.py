@@ -8,6 +8,7 @@ on a time)."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import sys
@@ -23,16 +24,19 @@ RUN = {"batch_size": 200, "max_partitions": 4, "max_wait_millis": 300}
 
 
 async def drain(q: Queen, queue: str, want: int, deadline: float = DEADLINE,
-                group: str = "reader", settle: float = 0.0) -> list[dict]:
-    """Sink messages (partition, data) until `want` arrived (then `settle` more seconds, to
-    catch any extra) or the deadline passed."""
+                group: str = "reader", settle: float = 0.0,
+                with_created: bool = False) -> list[dict]:
+    """Sink messages (partition, data, and createdAt if asked) until `want` arrived (then
+    `settle` more seconds, to catch any extra) or the deadline passed."""
     got: list[dict] = []
     until = time.monotonic() + deadline
     settled_at: float | None = None
     while time.monotonic() < until:
         msgs = await q.queue(queue).group(group).batch(1000).wait(True).timeout_millis(200).pop()
         if msgs:
-            got.extend({"partition": m["partition"], "data": m["data"]} for m in msgs)
+            got.extend({"partition": m["partition"], "data": m["data"],
+                        **({"createdAt": m["createdAt"]} if with_created else {})}
+                       for m in msgs)
             await q.ack(msgs, True, {"group": group})
         elif want == 0:
             break
@@ -174,11 +178,17 @@ async def gate(url: str, q: Queen, tag: str) -> dict:
     async def finish(name: str) -> dict:
         g = out[name]
         await asyncio.sleep(max(0.0, g["seconds"] - (time.monotonic() - g["started"])))
+        stopping = time.time()
         await g["runner"].stop()
         elapsed = time.monotonic() - g["started"]
-        passed = await drain(q, g["sink"], 0, deadline=1.0)
+        passed = await drain(q, g["sink"], 0, deadline=1.0, with_created=True)
+        # The gate's clock starts at its first pass (the runner registers and pops first),
+        # so the lower bound counts refills from there: the sink's createdAt of that pass.
+        first_pass = (dt.datetime.fromisoformat(passed[0]["createdAt"].replace("Z", "+00:00"))
+                      .timestamp() if passed else stopping)
         dlq = await q.queue(g["src"]).dlq().limit(100).get()
-        return {"elapsed": elapsed, "passed": [p["data"]["n"] for p in passed],
+        return {"elapsed": elapsed, "first_pass_to_stop": stopping - first_pass,
+                "passed": [p["data"]["n"] for p in passed],
                 "capacity": g["capacity"], "refill": g["refill"],
                 "dead_letters": len((dlq or {}).get("messages", []) if isinstance(dlq, dict)
                                     else dlq or []),
