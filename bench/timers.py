@@ -10,10 +10,11 @@
    the timer's `deliverAt`, both on PostgreSQL's clock: p50, p99, max;
 3. pending timers cost nothing: two brokers on two databases of one cluster, one holding
    `--pending` timers due an hour ahead (seeded once, VACUUM ANALYZE, autovacuum left to
-   settle). `--rounds` rounds, each side's first place alternating: push b10 on both, then
-   pop+ack b10 on both (wrk, `--connections`, `--seconds` a run; pop+ack on a queue prefilled
-   for the round, counted from the consumer cursors). The median of the per-round ratios
-   (with / without) and their spread.
+   settle). `--rounds` rounds, each running every side twice in mirrored order (A B B A, the
+   first side alternating round by round): push b10, then pop+ack b10 (wrk, `--connections`,
+   `--seconds` a run; pop+ack on a queue prefilled for the round, counted from the consumer
+   cursors). A side's figure in a round is the mean of its two runs. The median of the
+   per-round ratios (with / without) and their spread.
 
 Results go to bench/results/timers.json (`--only` keeps the other sections' last results).
 """
@@ -162,7 +163,8 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
     hour ahead in one (seeded once, then VACUUM ANALYZE and a quiet autovacuum, so no round
     pays for the seed: no dead rows, no hint bits, no insert-triggered vacuum). Each round
     prefills a pop+ack queue on both, waits for autovacuum, then runs push b10 on both and
-    pop+ack b10 on both (wrk), the side that goes first alternating round by round."""
+    pop+ack b10 on both (wrk), each side twice in mirrored order (A B B A), the side that
+    goes first alternating round by round."""
     from pop import POPACK_LUA, consumed, lua_file, prefill
     from push import PAYLOAD as PUSH_PAYLOAD
     from push import lua_script
@@ -188,23 +190,31 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
             prefill(brokers[side], queue, 100, 20, PUSH_PAYLOAD)
             wrk(brokers[side], popack_script, connections=connections, seconds=1)
         for r in range(rounds):
-            order = SIDES if r % 2 == 0 else SIDES[::-1]
-            for side in order:  # more than a run can consume
-                prefill(brokers[side], queue, 100, 80 * seconds, PUSH_PAYLOAD)
+            # A B B A: each side runs twice, mirrored, so drift within the round (the
+            # machine's, a checkpoint's, the queue's growth) falls on both sides alike.
+            first = SIDES if r % 2 == 0 else SIDES[::-1]
+            order = (*first, *first[::-1])
+            for side in first:  # more than its two runs can consume
+                prefill(brokers[side], queue, 100, 2 * 80 * seconds, PUSH_PAYLOAD)
             waited = settle(db_url)
             run: dict[str, Any] = {"round": r + 1, "order": list(order),
                                    "autovacuum_wait_s": waited, "load": load_average()}
+            pushed = {side: 0.0 for side in SIDES}
+            popped = {side: 0.0 for side in SIDES}
             for side in order:
                 out = wrk(brokers[side] + "/api/v1/push", push_script,
                           connections=connections, seconds=seconds)
                 assert out["non_2xx"] == 0, out
-                run[f"push_{side}"] = round(out["requests_per_s"] * 10)
+                pushed[side] += out["requests_per_s"] * 10 / 2
             for side in order:
                 before = consumed(urls[side], queue)
                 started = time.monotonic()
                 wrk(brokers[side], popack_script, connections=connections, seconds=seconds)
                 elapsed = time.monotonic() - started
-                run[f"popack_{side}"] = round((consumed(urls[side], queue) - before) / elapsed)
+                popped[side] += (consumed(urls[side], queue) - before) / elapsed / 2
+            for side in SIDES:
+                run[f"push_{side}"] = round(pushed[side])
+                run[f"popack_{side}"] = round(popped[side])
             run["push_ratio"] = round(run["push_with"] / run["push_without"], 3)
             run["popack_ratio"] = round(run["popack_with"] / run["popack_without"], 3)
             log(json.dumps(run))
