@@ -9,9 +9,10 @@
    the delay that lands it on its slot); lateness = the message's commit time (its `ts`) minus
    the timer's `deliverAt`, both on PostgreSQL's clock: p50, p99, max;
 3. pending timers cost nothing: two brokers on two databases of one cluster, one holding
-   `--pending` timers due an hour ahead (seeded once, VACUUM ANALYZE, autovacuum left to
-   settle). `--rounds` rounds, each running every side twice in mirrored order (A B B A, the
-   first side alternating round by round): push b10, then pop+ack b10 (wrk, `--connections`,
+   `--pending` timers due an hour ahead, and each round the other one (a crossover; seeded
+   before the round, VACUUM ANALYZE, autovacuum left to settle). `--rounds` rounds, each
+   running every side twice in mirrored order (A B B A, the first side changing every two
+   rounds): push b10, then pop+ack b10 (wrk, `--connections`,
    `--seconds` a run; pop+ack on a queue prefilled for the round, counted from the consumer
    cursors). A side's figure in a round is the mean of its two runs. The median of the
    per-round ratios (with / without) and their spread.
@@ -113,6 +114,7 @@ SEED = """INSERT INTO queen.timers (queue, timer_key, deliver_at, txn, message_i
 # What autovacuum is doing now, in every database of the cluster.
 AUTOVACUUMS = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
 SIDES = ("without", "with")
+BROKERS = ("a", "b")
 
 
 def pg(db_url: str, *statements: str, args: tuple[Any, ...] = ()) -> Any:
@@ -160,58 +162,65 @@ def load_average() -> str:
 def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
                  pending: int) -> dict[str, Any]:
     """Two brokers on two databases of one cluster, the same but for `pending` timers due an
-    hour ahead in one (seeded once, then VACUUM ANALYZE and a quiet autovacuum, so no round
-    pays for the seed: no dead rows, no hint bits, no insert-triggered vacuum). Each round
-    prefills a pop+ack queue on both, waits for autovacuum, then runs push b10 on both and
-    pop+ack b10 on both (wrk), each side twice in mirrored order (A B B A), the side that
-    goes first alternating round by round."""
+    hour ahead in one. Each round seeds them in the other database than the last round's
+    (a crossover: a difference between the brokers falls on both sides), then VACUUM
+    ANALYZE, a checkpoint and a quiet autovacuum, so no run pays for the seed. It prefills a
+    pop+ack queue on both and runs push b10 on both, then pop+ack b10 on both (wrk), each
+    side twice in mirrored order (A B B A)."""
     from pop import POPACK_LUA, consumed, lua_file, prefill
     from push import PAYLOAD as PUSH_PAYLOAD
     from push import lua_script
 
-    urls = {side: with_database(db_url, f"bench_timers_{side}") for side in SIDES}
-    for side in SIDES:
-        pg(db_url, f"DROP DATABASE IF EXISTS bench_timers_{side} WITH (FORCE)",
-           f"CREATE DATABASE bench_timers_{side}")
+    urls = {name: with_database(db_url, f"bench_timers_{name}") for name in BROKERS}
+    for name in BROKERS:
+        pg(db_url, f"DROP DATABASE IF EXISTS bench_timers_{name} WITH (FORCE)",
+           f"CREATE DATABASE bench_timers_{name}")
     push_script = lua_script(10, 100)
     runs: list[dict[str, Any]] = []
-    with broker(urls["without"]) as (url_without, _p, _o), \
-            broker(urls["with"]) as (url_with, _q, _r):
-        brokers = {"without": url_without, "with": url_with}
-        pg(urls["with"], SEED, args=(pending,))
-        for side in SIDES:
-            pg(urls[side], "VACUUM (ANALYZE)", "CHECKPOINT")
-        log(f"seeded {pending} timers; autovacuum quiet after {settle(db_url)} s")
+    with broker(urls["a"]) as (url_a, _p, _o), broker(urls["b"]) as (url_b, _q, _r):
+        brokers = {"a": url_a, "b": url_b}
         queue = "bench.popack"
         popack_script = lua_file(POPACK_LUA % (queue, 10))
-        for side in SIDES:  # warm up both cases; the pop+ack group joins its queue here
-            wrk(brokers[side] + "/api/v1/push", push_script, connections=connections,
+        for name in BROKERS:  # warm up both; the pop+ack group joins its queue here
+            wrk(brokers[name] + "/api/v1/push", push_script, connections=connections,
                 seconds=1)
-            prefill(brokers[side], queue, 100, 20, PUSH_PAYLOAD)
-            wrk(brokers[side], popack_script, connections=connections, seconds=1)
+            prefill(brokers[name], queue, 100, 20, PUSH_PAYLOAD)
+            wrk(brokers[name], popack_script, connections=connections, seconds=1)
+        holder = None
         for r in range(rounds):
+            # Crossover: the timers move to the other broker's database every round, so a
+            # difference between the two brokers or databases falls on both sides alike.
+            moved_from, holder = holder, BROKERS[r % 2]
+            if moved_from is not None:
+                pg(urls[moved_from], "DELETE FROM queen.timers")
+            pg(urls[holder], SEED, args=(pending,))
+            for name in BROKERS:
+                pg(urls[name], "VACUUM (ANALYZE)", "CHECKPOINT")
+            side_of = {"with": holder, "without": BROKERS[(r + 1) % 2]}
             # A B B A: each side runs twice, mirrored, so drift within the round (the
-            # machine's, a checkpoint's, the queue's growth) falls on both sides alike.
-            first = SIDES if r % 2 == 0 else SIDES[::-1]
+            # machine's, a checkpoint's, the queue's growth) falls on both sides alike; the
+            # side that goes first changes every two rounds.
+            first = SIDES if (r // 2) % 2 == 0 else SIDES[::-1]
             order = (*first, *first[::-1])
             for side in first:  # more than its two runs can consume
-                prefill(brokers[side], queue, 100, 2 * 80 * seconds, PUSH_PAYLOAD)
+                prefill(brokers[side_of[side]], queue, 100, 2 * 80 * seconds, PUSH_PAYLOAD)
             waited = settle(db_url)
-            run: dict[str, Any] = {"round": r + 1, "order": list(order),
+            run: dict[str, Any] = {"round": r + 1, "timers_at": holder, "order": list(order),
                                    "autovacuum_wait_s": waited, "load": load_average()}
             pushed = {side: 0.0 for side in SIDES}
             popped = {side: 0.0 for side in SIDES}
             for side in order:
-                out = wrk(brokers[side] + "/api/v1/push", push_script,
+                out = wrk(brokers[side_of[side]] + "/api/v1/push", push_script,
                           connections=connections, seconds=seconds)
                 assert out["non_2xx"] == 0, out
                 pushed[side] += out["requests_per_s"] * 10 / 2
             for side in order:
-                before = consumed(urls[side], queue)
+                before = consumed(urls[side_of[side]], queue)
                 started = time.monotonic()
-                wrk(brokers[side], popack_script, connections=connections, seconds=seconds)
+                wrk(brokers[side_of[side]], popack_script, connections=connections,
+                    seconds=seconds)
                 elapsed = time.monotonic() - started
-                popped[side] += (consumed(urls[side], queue) - before) / elapsed / 2
+                popped[side] += (consumed(urls[side_of[side]], queue) - before) / elapsed / 2
             for side in SIDES:
                 run[f"push_{side}"] = round(pushed[side])
                 run[f"popack_{side}"] = round(popped[side])
@@ -219,8 +228,8 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
             run["popack_ratio"] = round(run["popack_with"] / run["popack_without"], 3)
             log(json.dumps(run))
             runs.append(run)
-        left = pg(urls["with"], "SELECT count(*) FROM queen.timers")
-        assert left == pending, f"{pending - left} pending timers fired during the measurement"
+            left = pg(urls[holder], "SELECT count(*) FROM queen.timers")
+            assert left == pending, f"{pending - left} pending timers fired during the round"
 
     def summary(key: str) -> dict[str, float]:
         ratios = [run[key] for run in runs]
