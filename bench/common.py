@@ -118,7 +118,8 @@ def broker(database_url: str, extra_env: dict[str, str] | None = None, *, worker
     if code is not None:
         port = free_port()
         env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
-               "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-")}
+               "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"),
+               **(extra_env or {})}
         cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
                str(port)]
         url = f"http://127.0.0.1:{port}"

@@ -148,7 +148,8 @@ def main() -> None:
         pg = postmaster_pid(db_url)
         if args.before is not None:
             old_db = stack.enter_context(database())
-            old_url, old_proc, _ = stack.enter_context(broker(old_db, code=args.before))
+            old_url, old_proc, _ = stack.enter_context(broker(
+                old_db, {"QUEEN_WORKERS": str(args.workers)}, code=args.before))
             old = {"url": old_url, "pid": old_proc.pid, "db": old_db,
                    "pg": postmaster_pid(old_db)}
         common = {"seconds": args.seconds, "connections": args.connections}
