@@ -63,8 +63,6 @@ UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIO
 # what is counted per method stays bounded whatever arrives.
 METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 OTHER_METHOD = "OTHER"
-# The routes the peer channel serves (web/peer.py).
-PEER_PREFIX = "/api/v1/ephemeral/"
 
 
 class App:
@@ -206,11 +204,10 @@ class App:
                       body: bytes, hung_up: Callable[[], Awaitable[None]]) -> Response | None:
         """A request another broker process relayed over the peer channel (web/peer.py):
         routed, authorised as its original caller and answered as over HTTP, without h11
-        or ASGI. Only the ephemeral routes are served; a request that waits is cancelled
-        (None) once `hung_up` returns, which it does when the relaying process hangs up."""
+        or ASGI. The channel passes only the ephemeral routes here (web/peer.py); a request
+        that waits is cancelled (None) once `hung_up` returns, which it does when the
+        relaying process hangs up."""
         path, _, query_string = target.partition("?")
-        if not path.startswith(PEER_PREFIX):
-            return error_response(404, "the peer channel serves only the ephemeral routes")
         try:
             route, params = self.router.resolve(method, path)
             subject = await self.auth.authenticate(headers, route.access)

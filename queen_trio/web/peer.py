@@ -37,7 +37,9 @@ log = logging.getLogger("queen_trio.peer")
 NOT_A_RELAY = (b'{"error":"the peer channel carries relays from members only",'
                b'"code":"ephemeral_forbidden"}')
 
-ALLOWED_PREFIXES = ("/api/v1/ephemeral/", "/health")
+EPHEMERAL_PREFIX = "/api/v1/ephemeral/"  # what the peer channel serves
+ALLOWED_PREFIXES = (EPHEMERAL_PREFIX, "/health")  # what HTTP on the peer port serves
+NOT_EPHEMERAL = b'{"error":"the peer channel serves only the ephemeral routes"}'
 REFUSAL = b'{"error":"the peer listener serves only the ephemeral routes and /health"}'
 
 
@@ -111,6 +113,9 @@ class PeerChannel:
                    for k, v in request.headers.items()}
         if PEER_HEADER not in headers:  # the channel carries members' relays only
             await frames.send(encode(RelayReply(403, None, NOT_A_RELAY)))
+            return True
+        if not request.target.startswith(EPHEMERAL_PREFIX):
+            await frames.send(encode(RelayReply(404, None, NOT_EPHEMERAL)))
             return True
 
         async def hung_up() -> None:
