@@ -25,7 +25,8 @@ That one idle task must end with its connection, or the connection's task group 
 it ends as soon as the connection is closed (by either side) or its client is gone (the read
 side ended), so a connection never outlives its client by the keep-alive timeout and a stop
 never waits for a connection that nobody is on. On shutdown an idle connection is closed at
-once; a busy one when its request is answered (hypercorn then closes rather than recycles).
+once; a busy one when its request is answered (hypercorn then closes rather than recycles);
+a connection to the peer listener that has not yet said what it is (`_sniff`), at once.
 
 The rest of hypercorn (h11, its HTTP stream, the app task per request) is used as is.
 """
@@ -340,20 +341,41 @@ class PeerChannelServer(Protocol):
     def close_idle(self) -> None: ...
 
 
+@attrs.define(eq=False)
+class _Sniffing:
+    """The peer listener's connections still waiting for the bytes that tell what they are:
+    closed at a stop, like an idle keep-alive connection (nothing is in flight on them)."""
+
+    waiting: set[trio.CancelScope] = attrs.Factory(set)
+    stopping: bool = False
+
+    def stop(self) -> None:
+        self.stopping = True
+        for scope in self.waiting:
+            scope.cancel()
+
+
 async def _sniff(http: Callable[[trio.abc.Stream], Awaitable[None]],
-                 channel: PeerChannelServer, idle_seconds: float,
+                 channel: PeerChannelServer, idle_seconds: float, sniffing: _Sniffing,
                  stream: _TimedStream) -> None:
     """A connection to the peer listener: the peer channel when it opens with MAGIC,
     else HTTP (what was read to tell is read again by hypercorn). A connection that says
-    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would."""
+    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would, and
+    so is one still saying nothing when the server stops."""
     first = b""
     try:
         with trio.move_on_after(idle_seconds) as waited:
-            while len(first) < len(MAGIC) and MAGIC.startswith(first):
-                chunk = await stream.receive_some(RECEIVE_BYTES)
-                if not chunk:
-                    break
-                first += chunk
+            sniffing.waiting.add(waited)
+            if sniffing.stopping:
+                waited.cancel()
+            try:
+                while len(first) < len(MAGIC) and MAGIC.startswith(first):
+                    chunk = await stream.receive_some(RECEIVE_BYTES)
+                    if not chunk:
+                        break
+                    first += chunk
+            finally:
+                sniffing.waiting.discard(waited)
     except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError):
         waited.cancel()
     if waited.cancel_called:
@@ -402,6 +424,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
             http = partial(_Connection, wrapped, config, context,
                            ConnectionState(lifespan_state.copy()))
+            sniffing = _Sniffing()
             task_status.started(binds)
             try:
                 async with trio.open_nursery(strict_exception_groups=True) as nursery:
@@ -412,7 +435,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                     if peer is not None and peer_listeners:
                         nursery.start_soon(partial(
                             trio.serve_listeners,
-                            partial(_sniff, http, peer[1], config.keep_alive_timeout),
+                            partial(_sniff, http, peer[1], config.keep_alive_timeout, sniffing),
                             peer_listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()
             except BaseExceptionGroup as error:
@@ -423,6 +446,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 await context.terminated.set()
                 if peer is not None:
                     peer[1].close_idle()
+                    sniffing.stop()
                 server_nursery.cancel_scope.deadline = (trio.current_time()
                                                         + config.graceful_timeout)
         await lifespan.wait_for_shutdown()
