@@ -100,12 +100,22 @@ class ConnectionGate:
         hung up."""
         app.on_request_read = self.request_read
         app.hung_up = self.hung_up
+        app.cancel_on_hang_up = self.cancel_on_hang_up
 
     def hung_up(self, scope: HTTPScope) -> trio.Event | None:
         """Set once the client of this request's connection hangs up (None: not ours)."""
         client = scope.get("client")
         stream = self._streams.get(tuple(client)) if client else None
         return None if stream is None else stream.hung_up
+
+    def cancel_on_hang_up(self, scope: HTTPScope, handling: trio.CancelScope
+                          ) -> Callable[[], None] | None:
+        """`handling` cancelled once this request's client hangs up, with no task watching
+        for it; the callable returned forgets it. None: not our connection (the app watches
+        with a task instead)."""
+        client = scope.get("client")
+        stream = self._streams.get(tuple(client)) if client else None
+        return None if stream is None else stream.cancel_on_hang_up(handling)
 
     def request_read(self, scope: HTTPScope) -> None:
         """The app has read (or given up on) the request of this connection: stop its clock."""
@@ -183,7 +193,22 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         self._clocked_read: trio.CancelScope | None = None
         self._closed = False
         self.hung_up = trio.Event()
+        # Requests that wait, cancelled when the client hangs up (`cancel_on_hang_up`).
+        self._cancelled_on_hang_up: set[trio.CancelScope] = set()
         self._unread = b""  # read by the peer listener's sniff, for hypercorn to read again
+
+    def _hang_up(self) -> None:
+        self.hung_up.set()
+        for scope in self._cancelled_on_hang_up:
+            scope.cancel()
+
+    def cancel_on_hang_up(self, handling: trio.CancelScope) -> Callable[[], None]:
+        """`handling` is cancelled once the client hangs up (at once if it has); the
+        returned callable forgets it."""
+        if self.hung_up.is_set():
+            handling.cancel()
+        self._cancelled_on_hang_up.add(handling)
+        return partial(self._cancelled_on_hang_up.discard, handling)
 
     def unread(self, data: bytes) -> None:
         self._unread = data + self._unread
@@ -205,7 +230,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         try:
             return await self._receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.hung_up.set()
+            self._hang_up()
             raise
 
     async def _receive_some(self, max_bytes: int | None) -> bytes | bytearray:
@@ -214,7 +239,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             if data:  # a request's first byte: its clock starts
                 self.deadline = trio.current_time() + self._gate._read_timeout
             else:
-                self.hung_up.set()
+                self._hang_up()
             return data
         with trio.move_on_at(self.deadline) as self._clocked_read:
             try:
@@ -222,7 +247,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             finally:
                 self._clocked_read = None
             if not data:
-                self.hung_up.set()
+                self._hang_up()
             return data
         self._gate._timed_out += 1
         try:
@@ -248,7 +273,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.send_eof()
 
     async def aclose(self) -> None:
-        self.hung_up.set()
+        self._hang_up()
         if not self._closed:
             self._closed = True
             self._gate._closed(self)
