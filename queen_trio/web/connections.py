@@ -307,7 +307,7 @@ class _Connection(TCPServer):
             if not data and not self._head:
                 return  # the end of a body whose length was given: nothing to send
             data, self._head = self._head + data, b""
-            await super().protocol_send(RawData(data=data))
+            await self._write(data)
         elif isinstance(event, Updated):
             self._idle_at = (trio.current_time() + self.config.keep_alive_timeout
                              if event.idle else math.inf)
@@ -318,6 +318,25 @@ class _Connection(TCPServer):
                 head, self._head = self._head, b""
                 await super().protocol_send(RawData(data=head))
             await super().protocol_send(event)
+
+    async def _write(self, data: bytes) -> None:
+        """hypercorn's write of `data`, without the scheduler round its lock's `acquire`
+        takes before the bytes leave when nobody holds the lock (the usual case: one
+        response at a time per connection). A long poll's answer would otherwise wait
+        behind every task its process has ready, on each hop of a relayed round trip."""
+        try:
+            self.send_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await super().protocol_send(RawData(data=data))
+            return
+        try:  # as hypercorn's protocol_send, under the lock
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.protocol.handle(Closed())
+        finally:
+            self.send_lock.release()
 
     async def _read_data(self) -> None:
         try:

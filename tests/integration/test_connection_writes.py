@@ -199,3 +199,41 @@ async def test_a_long_poll_is_cancelled_at_its_hang_up_by_the_connection_with_no
         assert b'"payload":2' in await read_reply(pusher, pushed)
         await pusher.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_response_is_written_without_waiting_on_a_free_send_lock(database_url,
+                                                                       monkeypatch):
+    """hypercorn takes its connection's send lock with `async with`, a scheduler round
+    before the bytes leave even when nobody holds it; here a free lock is taken at once
+    (web/connections.py `_Connection._write`). What the client reads is unchanged."""
+    from queen_trio.web import connections
+
+    send_locks: set[int] = set()
+    waited: list[object] = []
+    init, acquire = connections._Connection.__init__, trio.Lock.acquire
+
+    def recorded_init(self, *args):  # type: ignore[no-untyped-def]
+        init(self, *args)
+        send_locks.add(id(self.send_lock))
+
+    async def recorded_acquire(self):  # type: ignore[no-untyped-def]
+        if id(self) in send_locks:
+            waited.append(self)
+        await acquire(self)
+
+    monkeypatch.setattr(connections._Connection, "__init__", recorded_init)
+    monkeypatch.setattr(trio.Lock, "acquire", recorded_acquire)
+    async with served(database_url) as (host, port):
+        stream = await trio.open_tcp_stream(host, port)
+        buffer = bytearray()
+        for method, path, body in [
+                ("POST", "/api/v1/ephemeral/push", b'{"queue":"l","messages":[{"payload":1}]}'),
+                ("GET", "/api/v1/ephemeral/pop?queue=l&wait=true&timeout=5000&autoAck=true",
+                 b""),
+                ("GET", "/api/v1/pop/queue/none?wait=false", b"")]:
+            await stream.send_all(request(method, path, body))
+            reply = await read_reply(stream, buffer)
+            assert reply.split(b" ", 2)[1] in (b"201", b"200", b"204"), reply
+        await stream.aclose()
+    assert send_locks
+    assert waited == []
