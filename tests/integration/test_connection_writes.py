@@ -205,12 +205,12 @@ async def test_a_response_is_written_without_waiting_on_a_free_send_lock(databas
                                                                        monkeypatch):
     """hypercorn takes its connection's send lock with `async with`, a scheduler round
     before the bytes leave even when nobody holds it; here a free lock is taken at once
-    (web/connections.py `_Connection._write`). What the client reads is unchanged."""
-    from queen_trio.web import connections
+    (web/connections.py, its connection's `_write`). What the client reads is unchanged."""
+    from hypercorn.trio.tcp_server import TCPServer
 
     send_locks: set[int] = set()
     waited: list[object] = []
-    init, acquire = connections._Connection.__init__, trio.Lock.acquire
+    init, acquire = TCPServer.__init__, trio.Lock.acquire
 
     def recorded_init(self, *args):  # type: ignore[no-untyped-def]
         init(self, *args)
@@ -221,7 +221,7 @@ async def test_a_response_is_written_without_waiting_on_a_free_send_lock(databas
             waited.append(self)
         await acquire(self)
 
-    monkeypatch.setattr(connections._Connection, "__init__", recorded_init)
+    monkeypatch.setattr(TCPServer, "__init__", recorded_init)
     monkeypatch.setattr(trio.Lock, "acquire", recorded_acquire)
     async with served(database_url) as (host, port):
         stream = await trio.open_tcp_stream(host, port)
