@@ -428,11 +428,16 @@ class Engine:
                 return
             self._drop_head(queue, oldest, "bounds")
 
-    def _drop_head(self, queue: Queue, ring: Ring, reason: str) -> None:
+    def _remove_head(self, ring: Ring) -> int:
+        """Take the ring's oldest message out, with its bytes; its seq."""
         seq, payload, _ = ring.messages.popleft()
         ring.base += 1
         ring.bytes -= len(payload)
         self.total_bytes -= len(payload) + CELL_BYTES
+        return seq
+
+    def _drop_head(self, queue: Queue, ring: Ring, reason: str) -> None:
+        seq = self._remove_head(ring)
         for group in ring.groups.values():
             lost = group.cursor <= seq or seq in group.leased or _contains(group.redeliver, seq)
             group.leased.pop(seq, None)
@@ -457,10 +462,7 @@ class Engine:
             for group in ring.groups.values():
                 if group.cursor <= seq or seq in group.leased or _contains(group.redeliver, seq):
                     return
-            _, payload, _ = ring.messages.popleft()
-            ring.base += 1
-            ring.bytes -= len(payload)
-            self.total_bytes -= len(payload) + CELL_BYTES
+            self._remove_head(ring)
 
     # -- reading -------------------------------------------------------------------------
 

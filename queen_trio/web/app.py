@@ -63,8 +63,6 @@ UNMATCHED = "unmatched"  # the route of an answer no route gave (404, 405, OPTIO
 # what is counted per method stays bounded whatever arrives.
 METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 OTHER_METHOD = "OTHER"
-# The routes the peer channel serves (web/peer.py).
-PEER_PREFIX = "/api/v1/ephemeral/"
 
 
 class App:
@@ -85,6 +83,10 @@ class App:
         # The event set once this request's client hangs up, if the server knows its
         # connection (web/connections.py); otherwise only a watched request learns it.
         self.hung_up: Callable[[HTTPScope], trio.Event | None] = lambda scope: None
+        # Cancels a request that waits once its client hangs up, if the server knows its
+        # connection (web/connections.py): then no watcher task is needed (`_handle_watched`).
+        self.cancel_on_hang_up: Callable[[HTTPScope, trio.CancelScope],
+                                         Callable[[], None] | None] = lambda scope, s: None
         self.observe = observe
 
     async def __call__(self, scope: Scope, receive: ASGIReceiveCallable,
@@ -190,7 +192,8 @@ class App:
                               subject, gone)
             if route.waits.watched(request):
                 response = await _handle_watched(route.handler, self.broker, request,
-                                                 partial(_disconnect, receive))
+                                                 partial(_disconnect, receive),
+                                                 partial(self.cancel_on_hang_up, scope))
             else:
                 response = await route.handler(self.broker, request)
             response.route = route.path
@@ -203,14 +206,15 @@ class App:
             return _error_answer(exc, method, path)
 
     async def relayed(self, method: str, target: str, headers: dict[bytes, bytes],
-                      body: bytes, hung_up: Callable[[], Awaitable[None]]) -> Response | None:
+                      body: bytes,
+                      cancel_on_hang_up: Callable[[trio.CancelScope], Callable[[], None]]
+                      ) -> Response | None:
         """A request another broker process relayed over the peer channel (web/peer.py):
         routed, authorised as its original caller and answered as over HTTP, without h11
-        or ASGI. Only the ephemeral routes are served; a request that waits is cancelled
-        (None) once `hung_up` returns, which it does when the relaying process hangs up."""
+        or ASGI. The channel passes only the ephemeral routes here (web/peer.py); a request
+        that waits is cancelled (None) when the relaying process hangs up: the channel
+        cancels the scope it is given through `cancel_on_hang_up`."""
         path, _, query_string = target.partition("?")
-        if not path.startswith(PEER_PREFIX):
-            return error_response(404, "the peer channel serves only the ephemeral routes")
         try:
             route, params = self.router.resolve(method, path)
             subject = await self.auth.authenticate(headers, route.access)
@@ -220,7 +224,8 @@ class App:
             request = Request(method, path, params, query, headers, body, route.path,
                               self.auth, subject, gone)
             if route.waits.watched(request):
-                response = await _handle_watched(route.handler, self.broker, request, hung_up)
+                response = await _handle_watched(route.handler, self.broker, request,
+                                                 _never, cancel_on_hang_up)
             else:
                 response = await route.handler(self.broker, request)
         except _ClientGone:
@@ -304,10 +309,29 @@ class _Undelivered(Exception):
 
 
 async def _handle_watched(handler: Handler, broker: Broker, request: Request,
-                          hung_up: Callable[[], Awaitable[None]]) -> Response:
-    """The handler's response, with a watcher task that cancels it once `hung_up` returns
-    (the client hung up: an HTTP disconnect, or the relaying process leaving the peer
-    channel)."""
+                          hung_up: Callable[[], Awaitable[None]],
+                          cancel_on_hang_up: Callable[[trio.CancelScope],
+                                                      Callable[[], None] | None] | None = None
+                          ) -> Response:
+    """The handler's response, cancelled once the client hangs up (an HTTP disconnect, or
+    the relaying process leaving the peer channel).
+
+    When the connection itself can cancel the handler at its hang-up (`cancel_on_hang_up`
+    gives a callable to forget it by), it does: no task. Otherwise a watcher task cancels it
+    once `hung_up` returns. That task costs its answer a scheduler round on the way out (the
+    nursery waits for the cancelled watcher), which a long poll's answer pays on every hop of
+    a relayed round trip (docs/performance.md)."""
+    with trio.CancelScope() as handling:
+        forget = None if cancel_on_hang_up is None else cancel_on_hang_up(handling)
+        if forget is not None:
+            try:
+                response = await handler(broker, request)
+            finally:
+                forget()
+    if forget is not None:
+        if handling.cancelled_caught:
+            raise _ClientGone
+        return response
     async with trio.open_nursery() as watchers:
         with trio.CancelScope() as handling:
             watchers.start_soon(_watch, hung_up, request.gone, handling)
@@ -323,6 +347,11 @@ async def _watch(hung_up: Callable[[], Awaitable[None]], gone: trio.Event,
     await hung_up()
     gone.set()
     handling.cancel()
+
+
+async def _never() -> None:
+    """No hang-up to watch for with a task (the caller's `cancel_on_hang_up` does it)."""
+    await trio.sleep_forever()
 
 
 async def _disconnect(receive: ASGIReceiveCallable) -> None:

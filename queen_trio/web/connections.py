@@ -25,7 +25,8 @@ That one idle task must end with its connection, or the connection's task group 
 it ends as soon as the connection is closed (by either side) or its client is gone (the read
 side ended), so a connection never outlives its client by the keep-alive timeout and a stop
 never waits for a connection that nobody is on. On shutdown an idle connection is closed at
-once; a busy one when its request is answered (hypercorn then closes rather than recycles).
+once; a busy one when its request is answered (hypercorn then closes rather than recycles);
+a connection to the peer listener that has not yet said what it is (`_sniff`), at once.
 
 The rest of hypercorn (h11, its HTTP stream, the app task per request) is used as is.
 """
@@ -99,12 +100,22 @@ class ConnectionGate:
         hung up."""
         app.on_request_read = self.request_read
         app.hung_up = self.hung_up
+        app.cancel_on_hang_up = self.cancel_on_hang_up
 
     def hung_up(self, scope: HTTPScope) -> trio.Event | None:
         """Set once the client of this request's connection hangs up (None: not ours)."""
         client = scope.get("client")
         stream = self._streams.get(tuple(client)) if client else None
         return None if stream is None else stream.hung_up
+
+    def cancel_on_hang_up(self, scope: HTTPScope, handling: trio.CancelScope
+                          ) -> Callable[[], None] | None:
+        """`handling` cancelled once this request's client hangs up, with no task watching
+        for it; the callable returned forgets it. None: not our connection (the app watches
+        with a task instead)."""
+        client = scope.get("client")
+        stream = self._streams.get(tuple(client)) if client else None
+        return None if stream is None else stream.cancel_on_hang_up(handling)
 
     def request_read(self, scope: HTTPScope) -> None:
         """The app has read (or given up on) the request of this connection: stop its clock."""
@@ -182,7 +193,22 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         self._clocked_read: trio.CancelScope | None = None
         self._closed = False
         self.hung_up = trio.Event()
+        # Requests that wait, cancelled when the client hangs up (`cancel_on_hang_up`).
+        self._cancelled_on_hang_up: set[trio.CancelScope] = set()
         self._unread = b""  # read by the peer listener's sniff, for hypercorn to read again
+
+    def _hang_up(self) -> None:
+        self.hung_up.set()
+        for scope in self._cancelled_on_hang_up:
+            scope.cancel()
+
+    def cancel_on_hang_up(self, handling: trio.CancelScope) -> Callable[[], None]:
+        """`handling` is cancelled once the client hangs up (at once if it has); the
+        returned callable forgets it."""
+        if self.hung_up.is_set():
+            handling.cancel()
+        self._cancelled_on_hang_up.add(handling)
+        return partial(self._cancelled_on_hang_up.discard, handling)
 
     def unread(self, data: bytes) -> None:
         self._unread = data + self._unread
@@ -204,7 +230,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         try:
             return await self._receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.hung_up.set()
+            self._hang_up()
             raise
 
     async def _receive_some(self, max_bytes: int | None) -> bytes | bytearray:
@@ -213,7 +239,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             if data:  # a request's first byte: its clock starts
                 self.deadline = trio.current_time() + self._gate._read_timeout
             else:
-                self.hung_up.set()
+                self._hang_up()
             return data
         with trio.move_on_at(self.deadline) as self._clocked_read:
             try:
@@ -221,7 +247,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
             finally:
                 self._clocked_read = None
             if not data:
-                self.hung_up.set()
+                self._hang_up()
             return data
         self._gate._timed_out += 1
         try:
@@ -247,7 +273,7 @@ class _TimedStream(trio.abc.HalfCloseableStream):
         await self._stream.send_eof()
 
     async def aclose(self) -> None:
-        self.hung_up.set()
+        self._hang_up()
         if not self._closed:
             self._closed = True
             self._gate._closed(self)
@@ -281,7 +307,7 @@ class _Connection(TCPServer):
             if not data and not self._head:
                 return  # the end of a body whose length was given: nothing to send
             data, self._head = self._head + data, b""
-            await super().protocol_send(RawData(data=data))
+            await self._write(data)
         elif isinstance(event, Updated):
             self._idle_at = (trio.current_time() + self.config.keep_alive_timeout
                              if event.idle else math.inf)
@@ -292,6 +318,25 @@ class _Connection(TCPServer):
                 head, self._head = self._head, b""
                 await super().protocol_send(RawData(data=head))
             await super().protocol_send(event)
+
+    async def _write(self, data: bytes) -> None:
+        """hypercorn's write of `data`, without the scheduler round its lock's `acquire`
+        takes before the bytes leave when nobody holds the lock (the usual case: one
+        response at a time per connection). A long poll's answer would otherwise wait
+        behind every task its process has ready, on each hop of a relayed round trip."""
+        try:
+            self.send_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await super().protocol_send(RawData(data=data))
+            return
+        try:  # as hypercorn's protocol_send, under the lock
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.protocol.handle(Closed())
+        finally:
+            self.send_lock.release()
 
     async def _read_data(self) -> None:
         try:
@@ -340,20 +385,41 @@ class PeerChannelServer(Protocol):
     def close_idle(self) -> None: ...
 
 
+@attrs.define(eq=False)
+class _Sniffing:
+    """The peer listener's connections still waiting for the bytes that tell what they are:
+    closed at a stop, like an idle keep-alive connection (nothing is in flight on them)."""
+
+    waiting: set[trio.CancelScope] = attrs.Factory(set)
+    stopping: bool = False
+
+    def stop(self) -> None:
+        self.stopping = True
+        for scope in self.waiting:
+            scope.cancel()
+
+
 async def _sniff(http: Callable[[trio.abc.Stream], Awaitable[None]],
-                 channel: PeerChannelServer, idle_seconds: float,
+                 channel: PeerChannelServer, idle_seconds: float, sniffing: _Sniffing,
                  stream: _TimedStream) -> None:
     """A connection to the peer listener: the peer channel when it opens with MAGIC,
     else HTTP (what was read to tell is read again by hypercorn). A connection that says
-    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would."""
+    nothing for `idle_seconds` (the keep-alive timeout) is closed, as hypercorn would, and
+    so is one still saying nothing when the server stops."""
     first = b""
     try:
         with trio.move_on_after(idle_seconds) as waited:
-            while len(first) < len(MAGIC) and MAGIC.startswith(first):
-                chunk = await stream.receive_some(RECEIVE_BYTES)
-                if not chunk:
-                    break
-                first += chunk
+            sniffing.waiting.add(waited)
+            if sniffing.stopping:
+                waited.cancel()
+            try:
+                while len(first) < len(MAGIC) and MAGIC.startswith(first):
+                    chunk = await stream.receive_some(RECEIVE_BYTES)
+                    if not chunk:
+                        break
+                    first += chunk
+            finally:
+                sniffing.waiting.discard(waited)
     except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, OSError):
         waited.cancel()
     if waited.cancel_called:
@@ -402,6 +468,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
             http = partial(_Connection, wrapped, config, context,
                            ConnectionState(lifespan_state.copy()))
+            sniffing = _Sniffing()
             task_status.started(binds)
             try:
                 async with trio.open_nursery(strict_exception_groups=True) as nursery:
@@ -412,7 +479,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                     if peer is not None and peer_listeners:
                         nursery.start_soon(partial(
                             trio.serve_listeners,
-                            partial(_sniff, http, peer[1], config.keep_alive_timeout),
+                            partial(_sniff, http, peer[1], config.keep_alive_timeout, sniffing),
                             peer_listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()
             except BaseExceptionGroup as error:
@@ -423,6 +490,7 @@ async def serve(app: ASGIFramework, config: Config, gate: ConnectionGate, *,
                 await context.terminated.set()
                 if peer is not None:
                     peer[1].close_idle()
+                    sniffing.stop()
                 server_nursery.cancel_scope.deadline = (trio.current_time()
                                                         + config.graceful_timeout)
         await lifespan.wait_for_shutdown()

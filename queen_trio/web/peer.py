@@ -10,6 +10,7 @@ connection is HTTP, served by hypercorn through `PeerGuard`: only the ephemeral 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import trio
 from hypercorn.typing import (
@@ -37,7 +38,9 @@ log = logging.getLogger("queen_trio.peer")
 NOT_A_RELAY = (b'{"error":"the peer channel carries relays from members only",'
                b'"code":"ephemeral_forbidden"}')
 
-ALLOWED_PREFIXES = ("/api/v1/ephemeral/", "/health")
+EPHEMERAL_PREFIX = "/api/v1/ephemeral/"  # what the peer channel serves
+ALLOWED_PREFIXES = (EPHEMERAL_PREFIX, "/health")  # what HTTP on the peer port serves
+NOT_EPHEMERAL = b'{"error":"the peer channel serves only the ephemeral routes"}'
 REFUSAL = b'{"error":"the peer listener serves only the ephemeral routes and /health"}'
 
 
@@ -88,7 +91,18 @@ class PeerChannel:
                         limit=self.app.max_body_bytes + FRAME_OVERHEAD_BYTES)
         self.counts.open += 1
         try:
+            async with trio.open_nursery() as watchers:
+                # Errors are caught inside the nursery: out of it they would come as a group.
+                await self._serve(frames, _HangUpWatch(frames.stream, watchers))
+        finally:
+            self.counts.open -= 1
+
+    async def _serve(self, frames: Frames, watching: _HangUpWatch) -> None:
+        try:
             while not self._closing:
+                # The last request's watcher (a long poll's) is gone before the stream is
+                # read again: waited for here, after its answer left.
+                await watching.done()
                 with trio.CancelScope() as idle:
                     self._idle.add(idle)
                     try:
@@ -97,31 +111,25 @@ class PeerChannel:
                         self._idle.discard(idle)
                 if frame is None:  # closed, or the server stops
                     return
-                if not await self._answer(frames, decode_request(frame)):
+                if not await self._answer(frames, decode_request(frame), watching):
                     return
         except (ChannelError, trio.BrokenResourceError, trio.ClosedResourceError,
                 OSError) as exc:
             log.debug("peer channel connection ended", extra={"error": str(exc)})
-        finally:
-            self.counts.open -= 1
 
-    async def _answer(self, frames: Frames, request: RelayRequest) -> bool:
+    async def _answer(self, frames: Frames, request: RelayRequest,
+                      watching: _HangUpWatch) -> bool:
         """Whether the connection may carry another request."""
         headers = {k.encode("latin-1"): v.encode("latin-1")
                    for k, v in request.headers.items()}
         if PEER_HEADER not in headers:  # the channel carries members' relays only
             await frames.send(encode(RelayReply(403, None, NOT_A_RELAY)))
             return True
-
-        async def hung_up() -> None:
-            # Nothing comes while a request is in flight but the end of the connection.
-            try:
-                await frames.stream.receive_some(1)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
-
+        if not request.target.startswith(EPHEMERAL_PREFIX):
+            await frames.send(encode(RelayReply(404, None, NOT_EPHEMERAL)))
+            return True
         response = await self.app.relayed(request.method, request.target, headers,
-                                          request.body, hung_up)
+                                          request.body, watching.cancel_on_hang_up)
         if response is None:
             self.counts.abandoned += 1
             return False
@@ -136,3 +144,43 @@ class PeerChannel:
             raise
         self.counts.served += 1
         return True
+
+
+class _HangUpWatch:
+    """A relayed request that waits is cancelled when its relaying process hangs up: nothing
+    comes on the connection while a request is in flight but its end, so a task reads it.
+
+    The task runs in the connection's nursery, not the request's: when the request is
+    answered it is cancelled and not waited for, so its teardown (a scheduler round) comes
+    after the answer has left instead of before (`serve` waits for it before it reads the
+    next frame, as two readers may not share the stream)."""
+
+    def __init__(self, stream: trio.abc.Stream, nursery: trio.Nursery) -> None:
+        self._stream = stream
+        self._nursery = nursery
+        self._gone: trio.Event | None = None  # set when the last watcher has ended
+
+    async def done(self) -> None:
+        if self._gone is not None:
+            await self._gone.wait()
+            self._gone = None
+
+    def cancel_on_hang_up(self, handling: trio.CancelScope) -> Callable[[], None]:
+        """`handling` cancelled once the connection ends; the callable returned stops the
+        watching without waiting for it."""
+        watch = trio.CancelScope()
+        gone = self._gone = trio.Event()
+        self._nursery.start_soon(self._watch, watch, handling, gone)
+        return watch.cancel
+
+    async def _watch(self, watch: trio.CancelScope, handling: trio.CancelScope,
+                     gone: trio.Event) -> None:
+        try:
+            with watch:
+                try:
+                    await self._stream.receive_some(1)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+                handling.cancel()
+        finally:
+            gone.set()

@@ -134,3 +134,106 @@ async def test_a_head_request_gets_its_headers_alone(database_url):
         head, rest = data.split(b"\r\n\r\n", 1)
         assert rest.startswith(b"HTTP/1.1 200")
         await stream.aclose()
+
+
+class _Spawned(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_a_long_poll_is_cancelled_at_its_hang_up_by_the_connection_with_no_task(
+        database_url):
+    """A request that waits (an ephemeral or a durable long poll) on a connection the server
+    knows is cancelled by that connection when its client hangs up: no watcher task per
+    long poll, whose teardown cost each answer a scheduler round (docs/performance.md). The
+    hang-up still cancels it: a message pushed after it is not taken by the poll that left."""
+    settings = make_settings(database_url)
+    spawned = _Spawned()
+    async with open_broker(settings, database_url) as broker, trio.open_nursery() as nursery:
+        (url,) = await nursery.start(serve_on_port, broker)
+        host, port = url.removeprefix("http://").split(":")
+        with trio.fail_after(30):
+            while not broker.ephemeral.owner:
+                await trio.sleep(0.05)
+        pusher = await trio.open_tcp_stream(host, int(port))
+        pushed = bytearray()
+        trio.lowlevel.add_instrument(spawned)
+        try:
+            # Answered: a parked ephemeral long poll, woken by a push.
+            poll = await trio.open_tcp_stream(host, int(port))
+            await poll.send_all(request(
+                "GET", "/api/v1/ephemeral/pop?queue=hq&wait=true&timeout=60000&autoAck=true"))
+            while broker.ephemeral.statistics().waiting < 1:
+                await trio.sleep(0.01)
+            await pusher.send_all(request("POST", "/api/v1/ephemeral/push",
+                                          b'{"queue":"hq","messages":[{"payload":1}]}'))
+            assert (await read_reply(pusher, pushed)).startswith(b"HTTP/1.1 201")
+            answer = await read_reply(poll, bytearray())
+            assert answer.startswith(b"HTTP/1.1 200") and b'"payload":1' in answer
+            await poll.aclose()
+            # Left: a parked long poll (ephemeral, then durable) whose client hangs up.
+            for target, parked in [
+                    ("/api/v1/ephemeral/pop?queue=hq&wait=true&timeout=60000",
+                     lambda: broker.ephemeral.statistics().waiting),
+                    ("/api/v1/pop/queue/hd?wait=true&timeout=60000",
+                     lambda: broker.consumer.statistics().parked)]:
+                gone = await trio.open_tcp_stream(host, int(port))
+                await gone.send_all(request("GET", target))
+                while parked() < 1:
+                    await trio.sleep(0.01)
+                await gone.aclose()
+                with trio.fail_after(10):
+                    while parked():
+                        await trio.sleep(0.01)
+        finally:
+            trio.lowlevel.remove_instrument(spawned)
+        assert not [name for name in spawned.names if "_watch" in name], spawned.names
+        # The ephemeral poll that left took nothing: a message pushed now is there to pop.
+        await pusher.send_all(request("POST", "/api/v1/ephemeral/push",
+                                      b'{"queue":"hq","messages":[{"payload":2}]}'))
+        assert (await read_reply(pusher, pushed)).startswith(b"HTTP/1.1 201")
+        await pusher.send_all(request("GET", "/api/v1/ephemeral/pop?queue=hq&autoAck=true"))
+        assert b'"payload":2' in await read_reply(pusher, pushed)
+        await pusher.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_response_is_written_without_waiting_on_a_free_send_lock(database_url,
+                                                                       monkeypatch):
+    """hypercorn takes its connection's send lock with `async with`, a scheduler round
+    before the bytes leave even when nobody holds it; here a free lock is taken at once
+    (web/connections.py, its connection's `_write`). What the client reads is unchanged."""
+    from hypercorn.trio.tcp_server import TCPServer
+
+    send_locks: set[int] = set()
+    waited: list[object] = []
+    init, acquire = TCPServer.__init__, trio.Lock.acquire
+
+    def recorded_init(self, *args):  # type: ignore[no-untyped-def]
+        init(self, *args)
+        send_locks.add(id(self.send_lock))
+
+    async def recorded_acquire(self):  # type: ignore[no-untyped-def]
+        if id(self) in send_locks:
+            waited.append(self)
+        await acquire(self)
+
+    monkeypatch.setattr(TCPServer, "__init__", recorded_init)
+    monkeypatch.setattr(trio.Lock, "acquire", recorded_acquire)
+    async with served(database_url) as (host, port):
+        stream = await trio.open_tcp_stream(host, port)
+        buffer = bytearray()
+        for method, path, body in [
+                ("POST", "/api/v1/ephemeral/push", b'{"queue":"l","messages":[{"payload":1}]}'),
+                ("GET", "/api/v1/ephemeral/pop?queue=l&wait=true&timeout=5000&autoAck=true",
+                 b""),
+                ("GET", "/api/v1/pop/queue/none?wait=false", b"")]:
+            await stream.send_all(request(method, path, body))
+            reply = await read_reply(stream, buffer)
+            assert reply.split(b" ", 2)[1] in (b"201", b"200", b"204"), reply
+        await stream.aclose()
+    assert send_locks
+    assert waited == []

@@ -136,6 +136,32 @@ async def test_a_stop_waits_for_no_connection_that_nobody_is_on(database_url, wo
     assert '"msg":"queen-trio stopped"' in out
 
 
+async def test_a_stop_waits_for_no_silent_peer_port_connection(database_url):
+    """A connection to the peer listener that never sends a byte (or stops partway through
+    the peer channel's opening) is closed at a stop like an idle keep-alive one: the broker
+    exits long before its graceful deadline (30 s here), where before it waited for the
+    keep-alive timeout of the connection's first read (75 s), cut off at the deadline."""
+    env = {"DATABASE_URL": database_url, "QUEEN_GRACEFUL_TIMEOUT_MS": "30000"}
+    async with running_broker(env) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+            address = (await client.get("/api/v1/ephemeral/queues")).json()["ownerAddress"]
+        host, _, port = address.rpartition(":")
+        silent = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        partway = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        await partway.send_all(b"QUEEN-TRIO")  # the first bytes of the channel's MAGIC
+        await trio.sleep(0.2)  # both accepted, and waiting in the broker for their first bytes
+        server.proc.send_signal(signal.SIGTERM)
+        # Half the deadline: a stop that waited for either connection takes all of it.
+        assert await server.wait_exit(within=15) == 0
+        assert await silent.receive_some(65536) == b""  # closed by the broker
+        assert await partway.receive_some(65536) == b""
+        await silent.aclose()
+        await partway.aclose()
+    out = server.output()
+    assert "Traceback" not in out
+    assert "at the graceful deadline" not in out
+
+
 def hold_a_request_open(url: str) -> socket.socket:
     """A push whose body never finishes arriving: an in-flight request that keeps the broker
     in its graceful shutdown, so that a second signal finds it there."""
