@@ -7,7 +7,7 @@ import datetime as dt
 from queen_trio.ids import ZERO_UUID
 from queen_trio.ops.maintenance import retention_pass
 from tests.support.consuming import ack_batch, configure, data, pop, push
-from tests.support.db import db_fetchval
+from tests.support.db import db_execute, db_fetchval
 
 
 def later(seconds):
@@ -71,6 +71,24 @@ async def test_max_wait_moves_old_pending_messages_to_the_dlq(client, broker):
     assert {m["errorMessage"] for m in dlq["messages"]} == {"maxWaitTimeSeconds exceeded"}
     assert await pop(client, "wait", partition="a") is None
     assert (await ack_batch(client, held["messages"]))[0]["success"] is True
+
+
+async def test_max_wait_stops_at_the_first_message_not_old_enough(client, broker):
+    # Two old messages in one segment (the group's cursor inside it, after one was consumed),
+    # then a young one: only the old one left goes, and the young one is still delivered.
+    await configure(client, "waitmix", maxWaitTimeSeconds=30)
+    await push(client, "waitmix", "old-1", "old-2", partition="a")
+    await db_execute(broker.db, "UPDATE queen.segments SET created_at = created_at - "
+                     "interval '1 hour'")
+    first = await pop(client, "waitmix", partition="a")
+    assert data(first) == ["old-1"]
+    assert (await ack_batch(client, first["messages"]))[0]["success"] is True
+    await push(client, "waitmix", "young", partition="a")
+    done = await retention_pass(broker.db, wait=True, now=later(1))
+    assert done["evicted"] == 1
+    dlq = (await client.get("/api/v1/dlq", params={"queue": "waitmix"})).json()
+    assert [m["data"] for m in dlq["messages"]] == ["old-2"]
+    assert data(await pop(client, "waitmix", partition="a")) == ["young"]
 
 
 async def test_dedup_index_is_pruned_past_window_and_segment(client, broker):

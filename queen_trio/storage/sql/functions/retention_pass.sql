@@ -11,6 +11,7 @@ DECLARE
     seg       record;
     cur       bigint;
     cutoff    timestamptz;
+    seg_start bigint;
     budget    integer;
     moved     integer;
 BEGIN
@@ -80,13 +81,19 @@ BEGIN
         EXIT WHEN budget <= 0;
         cutoff := now_at - make_interval(secs => st.max_wait_time_seconds);
         cur := st.cursor_offset;
+        -- The group's segments from the one holding its cursor, in order, by the primary
+        -- key (a range, as pop_claim reads them); none is filtered by age in the statement,
+        -- which left the planner free to walk segments_time, every partition's old headers.
+        -- Commit times are monotone per partition, so the first young segment ends the walk.
+        SELECT max(s.first_offset) INTO seg_start
+          FROM queen.segments s WHERE s.partition_id = st.partition_id AND s.first_offset <= cur;
         FOR seg IN
-            SELECT s.first_offset, s.message_count FROM queen.segments s
-             WHERE s.partition_id = st.partition_id AND s.first_offset + s.message_count > cur
-               AND s.created_at < cutoff
+            SELECT s.first_offset, s.message_count, s.created_at FROM queen.segments s
+             WHERE s.partition_id = st.partition_id AND s.first_offset >= coalesce(seg_start, 0)
+               AND s.first_offset + s.message_count > cur
              ORDER BY s.first_offset
         LOOP
-            EXIT WHEN budget <= 0;
+            EXIT WHEN budget <= 0 OR seg.created_at >= cutoff;
             cur := greatest(cur, seg.first_offset);
             WHILE cur < seg.first_offset + seg.message_count AND budget > 0 LOOP
                 PERFORM queen.dead_letter(st.partition_id, st.consumer_group, cur,
