@@ -15,7 +15,9 @@
    rounds): push b10, then pop+ack b10 (wrk, `--connections`,
    `--seconds` a run; pop+ack on a queue prefilled for the round, counted from the consumer
    cursors). A side's figure in a round is the mean of its two runs. The median of the
-   per-round ratios (with / without) and their spread.
+   per-round ratios (with / without) and their spread; and the same for CPU per message
+   (the side's broker and the PostgreSQL cluster, from /proc, over each run), which does not
+   move with the machine's load as throughput does.
 
 Results go to bench/results/timers.json (`--only` keeps the other sections' last results).
 """
@@ -35,7 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import httpx
 import trio
-from common import broker, database, log, write_results, wrk
+from common import broker, database, log, postmaster_pid, tree_cpu_seconds, write_results, wrk
 
 PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
 
@@ -177,8 +179,17 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
            f"CREATE DATABASE bench_timers_{name}")
     push_script = lua_script(10, 100)
     runs: list[dict[str, Any]] = []
-    with broker(urls["a"]) as (url_a, _p, _o), broker(urls["b"]) as (url_b, _q, _r):
+    with broker(urls["a"]) as (url_a, proc_a, _o), broker(urls["b"]) as (url_b, proc_b, _r):
         brokers = {"a": url_a, "b": url_b}
+        broker_pids = {"a": proc_a.pid, "b": proc_b.pid}
+        pg_pid = postmaster_pid(db_url)
+
+        def cpu_of(side_broker: str) -> tuple[float, float]:
+            # CPU seconds so far of the side's broker and of the whole PostgreSQL cluster (the
+            # sides run one at a time, so the cluster's CPU during a run is mostly that side's).
+            return (tree_cpu_seconds(broker_pids[side_broker]),
+                    tree_cpu_seconds(pg_pid) if pg_pid else 0.0)
+
         queue = "bench.popack"
         popack_script = lua_file(POPACK_LUA % (queue, 10))
         for name in BROKERS:  # warm up both; the pop+ack group joins its queue here
@@ -209,23 +220,47 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
                                    "autovacuum_wait_s": waited, "load": load_average()}
             pushed = {side: 0.0 for side in SIDES}
             popped = {side: 0.0 for side in SIDES}
+            # CPU seconds and messages per side and workload: CPU per message does not
+            # depend on how busy the machine is, as throughput does.
+            cpu = {(w, side): [0.0, 0.0, 0] for w in ("push", "popack") for side in SIDES}
             for side in order:
+                b0, p0 = cpu_of(side_of[side])
                 out = wrk(brokers[side_of[side]] + "/api/v1/push", push_script,
                           connections=connections, seconds=seconds)
+                b1, p1 = cpu_of(side_of[side])
                 assert out["non_2xx"] == 0, out
                 pushed[side] += out["requests_per_s"] * 10 / 2
+                tally = cpu["push", side]
+                tally[0] += b1 - b0
+                tally[1] += p1 - p0
+                tally[2] += out["requests"] * 10
             for side in order:
                 before = consumed(urls[side_of[side]], queue)
+                b0, p0 = cpu_of(side_of[side])
                 started = time.monotonic()
                 wrk(brokers[side_of[side]], popack_script, connections=connections,
                     seconds=seconds)
                 elapsed = time.monotonic() - started
-                popped[side] += (consumed(urls[side_of[side]], queue) - before) / elapsed / 2
+                b1, p1 = cpu_of(side_of[side])
+                messages = consumed(urls[side_of[side]], queue) - before
+                popped[side] += messages / elapsed / 2
+                tally = cpu["popack", side]
+                tally[0] += b1 - b0
+                tally[1] += p1 - p0
+                tally[2] += messages
             for side in SIDES:
                 run[f"push_{side}"] = round(pushed[side])
                 run[f"popack_{side}"] = round(popped[side])
             run["push_ratio"] = round(run["push_with"] / run["push_without"], 3)
             run["popack_ratio"] = round(run["popack_with"] / run["popack_without"], 3)
+            for workload in ("push", "popack"):
+                us = {side: [cpu[workload, side][k] / max(cpu[workload, side][2], 1) * 1e6
+                             for k in (0, 1)] for side in SIDES}
+                for side in SIDES:
+                    run[f"{workload}_cpu_us_{side}"] = {"broker": round(us[side][0], 1),
+                                                         "postgres": round(us[side][1], 1)}
+                total = {side: us[side][0] + us[side][1] for side in SIDES}
+                run[f"{workload}_cpu_ratio"] = round(total["with"] / total["without"], 3)
             log(json.dumps(run))
             runs.append(run)
             left = pg(urls[holder], "SELECT count(*) FROM queen.timers")
@@ -238,7 +273,9 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
 
     return {"pending_timers": pending, "rounds": rounds, "seconds_per_run": seconds,
             "connections": connections, "push_b10": summary("push_ratio"),
-            "pop_ack_b10": summary("popack_ratio"), "runs": runs}
+            "pop_ack_b10": summary("popack_ratio"),
+            "push_b10_cpu_per_message": summary("push_cpu_ratio"),
+            "pop_ack_b10_cpu_per_message": summary("popack_cpu_ratio"), "runs": runs}
 
 
 def main() -> None:
@@ -271,7 +308,9 @@ def main() -> None:
             results["pending_cost"] = pending_cost(db_url, args.rounds, args.seconds,
                                                    args.connections, args.pending)
             log(f"pending cost: push {results['pending_cost']['push_b10']}, "
-                f"pop+ack {results['pending_cost']['pop_ack_b10']}")
+                f"pop+ack {results['pending_cost']['pop_ack_b10']}; CPU per message: push "
+                f"{results['pending_cost']['push_b10_cpu_per_message']}, pop+ack "
+                f"{results['pending_cost']['pop_ack_b10_cpu_per_message']}")
     log(f"wrote {write_results('timers', results)}")
 
 
