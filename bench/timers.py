@@ -30,6 +30,7 @@ import base64
 import json
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import httpx
 import trio
-from common import broker, database, log, postmaster_pid, tree_cpu_seconds, write_results, wrk
+from common import broker, database, log, postmaster_pid, write_results, wrk
 
 PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
 
@@ -161,6 +162,14 @@ def load_average() -> str:
         return " ".join(f.read().split()[:3])
 
 
+def per_message(outs: list[tuple[dict[str, Any], int]]) -> dict[str, float]:
+    """CPU µs per message of the broker and of PostgreSQL over `measure()` runs, each given
+    with its message count."""
+    messages = max(sum(count for _, count in outs), 1)
+    return {side: round(sum(out[f"{side}_cpu_s"] for out, _ in outs) / messages * 1e6, 1)
+            for side in ("broker", "postgres")}
+
+
 def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
                  pending: int) -> dict[str, Any]:
     """Two brokers on two databases of one cluster, the same but for `pending` timers due an
@@ -169,6 +178,7 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
     ANALYZE, a checkpoint and a quiet autovacuum, so no run pays for the seed. It prefills a
     pop+ack queue on both and runs push b10 on both, then pop+ack b10 on both (wrk), each
     side twice in mirrored order (A B B A)."""
+    from cpu import measure
     from pop import POPACK_LUA, consumed, lua_file, prefill
     from push import PAYLOAD as PUSH_PAYLOAD
     from push import lua_script
@@ -183,12 +193,6 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
         brokers = {"a": url_a, "b": url_b}
         broker_pids = {"a": proc_a.pid, "b": proc_b.pid}
         pg_pid = postmaster_pid(db_url)
-
-        def cpu_of(side_broker: str) -> tuple[float, float]:
-            # CPU seconds so far of the side's broker and of the whole PostgreSQL cluster (the
-            # sides run one at a time, so the cluster's CPU during a run is mostly that side's).
-            return (tree_cpu_seconds(broker_pids[side_broker]),
-                    tree_cpu_seconds(pg_pid) if pg_pid else 0.0)
 
         queue = "bench.popack"
         popack_script = lua_file(POPACK_LUA % (queue, 10))
@@ -220,46 +224,35 @@ def pending_cost(db_url: str, rounds: int, seconds: int, connections: int,
                                    "autovacuum_wait_s": waited, "load": load_average()}
             pushed = {side: 0.0 for side in SIDES}
             popped = {side: 0.0 for side in SIDES}
-            # CPU seconds and messages per side and workload: CPU per message does not
-            # depend on how busy the machine is, as throughput does.
-            cpu = {(w, side): [0.0, 0.0, 0] for w in ("push", "popack") for side in SIDES}
+            # Each run's CPU seconds and messages, per side and workload: CPU per message
+            # does not depend on how busy the machine is, as throughput does. The sides run
+            # one at a time, so the cluster's CPU during a run is mostly that side's.
+            spent: dict[tuple[str, str], list[tuple[dict[str, Any], int]]] = {
+                (w, side): [] for w in ("push", "popack") for side in SIDES}
             for side in order:
-                b0, p0 = cpu_of(side_of[side])
-                out = wrk(brokers[side_of[side]] + "/api/v1/push", push_script,
-                          connections=connections, seconds=seconds)
-                b1, p1 = cpu_of(side_of[side])
+                out = measure(brokers[side_of[side]] + "/api/v1/push", push_script,
+                              seconds=seconds, connections=connections,
+                              broker_pid=broker_pids[side_of[side]], pg_pid=pg_pid)
                 assert out["non_2xx"] == 0, out
                 pushed[side] += out["requests_per_s"] * 10 / 2
-                tally = cpu["push", side]
-                tally[0] += b1 - b0
-                tally[1] += p1 - p0
-                tally[2] += out["requests"] * 10
+                spent["push", side].append((out, out["units"] * 10))
             for side in order:
-                before = consumed(urls[side_of[side]], queue)
-                b0, p0 = cpu_of(side_of[side])
                 started = time.monotonic()
-                wrk(brokers[side_of[side]], popack_script, connections=connections,
-                    seconds=seconds)
-                elapsed = time.monotonic() - started
-                b1, p1 = cpu_of(side_of[side])
-                messages = consumed(urls[side_of[side]], queue) - before
-                popped[side] += messages / elapsed / 2
-                tally = cpu["popack", side]
-                tally[0] += b1 - b0
-                tally[1] += p1 - p0
-                tally[2] += messages
+                out = measure(brokers[side_of[side]], popack_script, seconds=seconds,
+                              connections=connections, broker_pid=broker_pids[side_of[side]],
+                              pg_pid=pg_pid, count=partial(consumed, urls[side_of[side]], queue))
+                popped[side] += out["units"] / (time.monotonic() - started) / 2
+                spent["popack", side].append((out, out["units"]))
             for side in SIDES:
                 run[f"push_{side}"] = round(pushed[side])
                 run[f"popack_{side}"] = round(popped[side])
             run["push_ratio"] = round(run["push_with"] / run["push_without"], 3)
             run["popack_ratio"] = round(run["popack_with"] / run["popack_without"], 3)
             for workload in ("push", "popack"):
-                us = {side: [cpu[workload, side][k] / max(cpu[workload, side][2], 1) * 1e6
-                             for k in (0, 1)] for side in SIDES}
+                us = {side: per_message(spent[workload, side]) for side in SIDES}
                 for side in SIDES:
-                    run[f"{workload}_cpu_us_{side}"] = {"broker": round(us[side][0], 1),
-                                                         "postgres": round(us[side][1], 1)}
-                total = {side: us[side][0] + us[side][1] for side in SIDES}
+                    run[f"{workload}_cpu_us_{side}"] = us[side]
+                total = {side: us[side]["broker"] + us[side]["postgres"] for side in SIDES}
                 run[f"{workload}_cpu_ratio"] = round(total["with"] / total["without"], 3)
             log(json.dumps(run))
             runs.append(run)
