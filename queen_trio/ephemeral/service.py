@@ -235,8 +235,9 @@ class Ephemeral:
         queue, partition, payloads = parse_push(body)
         return {"pushed": self.engine.push(queue, partition, payloads)}
 
-    async def pop(self, query: dict[str, str], gone: trio.Event | None = None
-                  ) -> tuple[str, str, list[Delivered]]:
+    async def pop(self, query: dict[str, str]) -> tuple[str, str, list[Delivered]]:
+        """The pop's queue, group and what it took. Cancelled while it waits (its client hung
+        up), it gives back what it had taken, unless autoAck (at most once)."""
         queue = queue_name(query.get("queue"))
         partition = query.get("partition")
         if partition is not None:

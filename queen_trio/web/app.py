@@ -192,8 +192,8 @@ class App:
                               subject, gone)
             if route.waits.watched(request):
                 response = await _handle_watched(route.handler, self.broker, request,
-                                                 partial(_disconnect, receive),
-                                                 partial(self.cancel_on_hang_up, scope))
+                                                 partial(self.cancel_on_hang_up, scope),
+                                                 partial(_disconnect, receive))
             else:
                 response = await route.handler(self.broker, request)
             response.route = route.path
@@ -207,13 +207,14 @@ class App:
 
     async def relayed(self, method: str, target: str, headers: dict[bytes, bytes],
                       body: bytes,
-                      cancel_on_hang_up: Callable[[trio.CancelScope], Callable[[], None]]
+                      cancel_on_hang_up: Callable[[trio.Event, trio.CancelScope],
+                                                  Callable[[], None]]
                       ) -> Response | None:
         """A request another broker process relayed over the peer channel (web/peer.py):
         routed, authorised as its original caller and answered as over HTTP, without h11
         or ASGI. The channel passes only the ephemeral routes here (web/peer.py); a request
-        that waits is cancelled (None) when the relaying process hangs up: the channel
-        cancels the scope it is given through `cancel_on_hang_up`."""
+        that waits is cancelled (None) when the relaying process hangs up: the channel sets
+        the request's `gone` and cancels the scope it is given through `cancel_on_hang_up`."""
         path, _, query_string = target.partition("?")
         try:
             route, params = self.router.resolve(method, path)
@@ -225,7 +226,7 @@ class App:
                               self.auth, subject, gone)
             if route.waits.watched(request):
                 response = await _handle_watched(route.handler, self.broker, request,
-                                                 _never, cancel_on_hang_up)
+                                                 partial(cancel_on_hang_up, gone))
             else:
                 response = await route.handler(self.broker, request)
         except _ClientGone:
@@ -309,20 +310,21 @@ class _Undelivered(Exception):
 
 
 async def _handle_watched(handler: Handler, broker: Broker, request: Request,
-                          hung_up: Callable[[], Awaitable[None]],
                           cancel_on_hang_up: Callable[[trio.CancelScope],
-                                                      Callable[[], None] | None] | None = None
+                                                      Callable[[], None] | None],
+                          hung_up: Callable[[], Awaitable[None]] | None = None
                           ) -> Response:
     """The handler's response, cancelled once the client hangs up (an HTTP disconnect, or
-    the relaying process leaving the peer channel).
+    the relaying process leaving the peer channel); `request.gone` is set first.
 
     When the connection itself can cancel the handler at its hang-up (`cancel_on_hang_up`
-    gives a callable to forget it by), it does: no task. Otherwise a watcher task cancels it
-    once `hung_up` returns. That task costs its answer a scheduler round on the way out (the
-    nursery waits for the cancelled watcher), which a long poll's answer pays on every hop of
-    a relayed round trip (docs/performance.md)."""
+    gives a callable to forget it by), it does: no task. Otherwise (a connection the server
+    does not know) a watcher task cancels it once `hung_up` returns. That task costs its
+    answer a scheduler round on the way out (the nursery waits for the cancelled watcher),
+    which a long poll's answer pays on every hop of a relayed round trip
+    (docs/performance.md)."""
     with trio.CancelScope() as handling:
-        forget = None if cancel_on_hang_up is None else cancel_on_hang_up(handling)
+        forget = cancel_on_hang_up(handling)
         if forget is not None:
             try:
                 response = await handler(broker, request)
@@ -332,6 +334,7 @@ async def _handle_watched(handler: Handler, broker: Broker, request: Request,
         if handling.cancelled_caught:
             raise _ClientGone
         return response
+    assert hung_up is not None, "no hang-up to watch for"
     async with trio.open_nursery() as watchers:
         with trio.CancelScope() as handling:
             watchers.start_soon(_watch, hung_up, request.gone, handling)
@@ -347,11 +350,6 @@ async def _watch(hung_up: Callable[[], Awaitable[None]], gone: trio.Event,
     await hung_up()
     gone.set()
     handling.cancel()
-
-
-async def _never() -> None:
-    """No hang-up to watch for with a task (the caller's `cancel_on_hang_up` does it)."""
-    await trio.sleep_forever()
 
 
 async def _disconnect(receive: ASGIReceiveCallable) -> None:

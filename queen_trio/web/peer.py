@@ -165,22 +165,25 @@ class _HangUpWatch:
             await self._gone.wait()
             self._gone = None
 
-    def cancel_on_hang_up(self, handling: trio.CancelScope) -> Callable[[], None]:
-        """`handling` cancelled once the connection ends; the callable returned stops the
-        watching without waiting for it."""
+    def cancel_on_hang_up(self, hung_up: trio.Event, handling: trio.CancelScope
+                          ) -> Callable[[], None]:
+        """Once the connection ends, `hung_up` is set (the request's `gone`: a claim that
+        lands after it is given back) and `handling` cancelled; the callable returned stops
+        the watching without waiting for it."""
         watch = trio.CancelScope()
         gone = self._gone = trio.Event()
-        self._nursery.start_soon(self._watch, watch, handling, gone)
+        self._nursery.start_soon(self._watch, watch, hung_up, handling, gone)
         return watch.cancel
 
-    async def _watch(self, watch: trio.CancelScope, handling: trio.CancelScope,
-                     gone: trio.Event) -> None:
+    async def _watch(self, watch: trio.CancelScope, hung_up: trio.Event,
+                     handling: trio.CancelScope, gone: trio.Event) -> None:
         try:
             with watch:
                 try:
                     await self._stream.receive_some(1)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     pass
+                hung_up.set()
                 handling.cancel()
         finally:
             gone.set()

@@ -87,7 +87,7 @@ async def push(broker: Broker, request: Request) -> Response:
 
 async def pop(broker: Broker, request: Request) -> Response:
     async def serve() -> Response:
-        queue, group, taken = await broker.ephemeral.pop(request.query, request.gone)
+        queue, group, taken = await broker.ephemeral.pop(request.query)
         body = (b'{"queue":' + wire_str(queue) + b',"messages":['
                 + b",".join(d.to_wire() for d in taken) + b"]}")
         response = Response(200, body, items=len(taken), queue=queue)
