@@ -191,7 +191,9 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         context = multiprocessing.get_context("spawn")
         pushed = context.Value("q", 0)
         stop_pushing = context.Event()
-        pushing = context.Process(target=produce, args=(url, rate, pushed, stop_pushing))
+        # A daemon: a bench that fails mid-run does not wait on it at exit.
+        pushing = context.Process(target=produce, args=(url, rate, pushed, stop_pushing),
+                                  daemon=True)
         pushing.start()
         pushed_before = 0
         minutes: list[dict] = []
@@ -221,6 +223,8 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         stop.set()
         stop_pushing.set()
         await asyncio.to_thread(pushing.join)
+        if pushing.exitcode != 0:  # its figures stopped where it failed
+            raise SystemExit(f"the producer process failed (exit code {pushing.exitcode})")
         await asyncio.gather(*consumers)
         await conn.close()
         await holder.close()
