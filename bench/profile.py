@@ -2,8 +2,9 @@
 
     python bench/profile.py CASE [--seconds 10] [--out /tmp/profile.txt]   (needs py-spy)
 
-CASE: push1 or push10 (pushes at batch 1 or 10 over 100 partitions), autoack1 or popack1
-(autoAck pops, or pops each followed by an ack, on a prefilled queue). The raw samples go to
+CASE: push1 or push10 (pushes at batch 1 or 10 over 100 partitions), autoack1, autoack10,
+popack1 or popack10 (autoAck pops, or pops each followed by an ack, at batch 1 or 10, on a
+prefilled queue). The raw samples go to
 OUT.raw; OUT gets the self and inclusive shares of the hottest frames, and the samples split
 into hypercorn (sending the response; reading, h11 and its tasks), queen-trio's request
 handling, database calls (trio-asyncio and asyncpg), the lane and fusion tasks, and the trio
@@ -64,7 +65,7 @@ def summarise(raw: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=["push1", "push10", "autoack1", "popack1"])
+    parser.add_argument("case", choices=["push1", "push10", "autoack1", "autoack10", "popack1", "popack10"])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--out", default="/tmp/profile.txt")
     args = parser.parse_args()
@@ -75,9 +76,10 @@ def main() -> None:
         if args.case.startswith("push"):
             script, target = lua_script(1 if args.case == "push1" else 10, 100), url + "/api/v1/push"
         else:
-            prefill(url, "bench.profile", 100, 300, {"orderId": 8891})
-            template = AUTOACK_LUA if args.case == "autoack1" else POPACK_LUA
-            script, target = lua_file(template % ("bench.profile", 1)), url
+            batch = int(args.case.removeprefix("autoack").removeprefix("popack"))
+            prefill(url, "bench.profile", 100, 300 * batch, {"orderId": 8891})
+            template = AUTOACK_LUA if args.case.startswith("autoack") else POPACK_LUA
+            script, target = lua_file(template % ("bench.profile", batch)), url
         wrk(target, script, connections=64, seconds=2)  # warm
         sampler = subprocess.Popen(
             [spy, "record", "-p", str(proc.pid), "-d", str(args.seconds), "-f", "raw",

@@ -10,8 +10,8 @@ hits both alike; the table shows medians over the rounds.
 
 Columns, per row:
 - push at batch 1, 10 and 100 (msg/s; wrk, `--connections`, 100 partitions);
-- autoAck pop at batch 1 and 10, pop+ack at batch 1 and 10 (msg/s, counted from the consumer
-  cursors; each run on a prefilled queue of its own);
+- autoAck pop and pop+ack at batch 1, 10 and 100 (msg/s, counted from the consumer cursors;
+  each run on a prefilled queue of its own);
 - push -> consume p50/p99 (ms) with one waiting consumer; with 2 workers the producer talks to
   worker 1 and the consumer to worker 2;
 - peak memory (MB, PSS: shared pages counted once) of the broker's processes (supervisor
@@ -55,8 +55,8 @@ from pop import AUTOACK_LUA, POPACK_LUA, consumed, lua_file, prefill, push_to_co
 from push import lua_script
 
 # Messages per partition (100 partitions) to prefill per second of a run.
-PREFILL_PER_SECOND = {("autoack", 1): 20, ("autoack", 10): 120, ("popack", 1): 15,
-                      ("popack", 10): 80}
+PREFILL_PER_SECOND = {("autoack", 1): 20, ("autoack", 10): 120, ("autoack", 100): 500,
+                      ("popack", 1): 15, ("popack", 10): 80, ("popack", 100): 200}
 
 
 def one_row(workers: int | str, r: int, target: dict, args: argparse.Namespace) -> dict:
@@ -91,7 +91,7 @@ def one_row(workers: int | str, r: int, target: dict, args: argparse.Namespace) 
             row[f"binary{batch}"] = round(run["requests_per_s"] * batch) if ok else 0
             account(run)
         for kind, script in (("autoack", AUTOACK_LUA), ("popack", POPACK_LUA)):
-            for batch in (1, 10):
+            for batch in (1, 10, 100):
                 queue = f"bench.table.{workers}.{kind}.{batch}.{r}"
                 prefill(url, queue, 100, int(PREFILL_PER_SECOND[kind, batch] * args.seconds),
                         PAYLOAD)
@@ -133,15 +133,16 @@ def median_row(rows: list[dict]) -> dict:
 
 def markdown(table: dict[int, dict]) -> str:
     head = ("| workers | push b1 | push b10 | push b100 | autoAck b1 | autoAck b10 | "
-            "pop+ack b1 | pop+ack b10 | push→consume p50/p99 ms | peak PSS MB broker / PG | "
-            "CPU broker / PG / wrk | CPU µs per request |")
-    lines = [head, "|" + "---:|" * 12]
+            "autoAck b100 | pop+ack b1 | pop+ack b10 | pop+ack b100 | push→consume p50/p99 ms "
+            "| peak PSS MB broker / PG | CPU broker / PG / wrk | CPU µs per request |")
+    lines = [head, "|" + "---:|" * 14]
     for workers, r in table.items():
         share = r["cpu_share"]
         lines.append(
             f"| {workers} | {r['push1']:,.0f} | {r['push10']:,.0f} | {r['push100']:,.0f} | "
-            f"{r['autoack1']:,.0f} | {r['autoack10']:,.0f} | {r['popack1']:,.0f} | "
-            f"{r['popack10']:,.0f} | {r['latency_p50_ms']:.1f} / {r['latency_p99_ms']:.1f} | "
+            f"{r['autoack1']:,.0f} | {r['autoack10']:,.0f} | {r['autoack100']:,.0f} | "
+            f"{r['popack1']:,.0f} | {r['popack10']:,.0f} | {r['popack100']:,.0f} | "
+            f"{r['latency_p50_ms']:.1f} / {r['latency_p99_ms']:.1f} | "
             f"{r['broker_rss_mb']:.0f} / {r['postgres_rss_mb']:.0f} | "
             f"{share['broker']:.0%} / {share['postgres']:.0%} / {share['wrk']:.0%} | "
             f"{r['total_cpu_us_per_request']:,.0f} |")
@@ -170,7 +171,7 @@ def checks(one: dict, two: dict) -> dict:
 
 
 CASES = ["push1", "push10", "push100", "binary10", "binary100", "autoack1", "autoack10",
-         "popack1", "popack10"]
+         "autoack100", "popack1", "popack10", "popack100"]
 
 
 def before_after(rows: dict[str, list[dict]]) -> dict:
