@@ -1,14 +1,20 @@
 """Held xmin: does consumption hold up while a long transaction pins the xmin horizon?
 
     python bench/held_xmin.py [--before-minutes 2] [--hold-minutes 10] [--minute 60]
-                              [--share 0.7] [--consumers 8] [--workers N] [--before PATH]
+                              [--share 0.7] [--consumers 8] [--capacity loaded|alone]
+                              [--workers N] [--before PATH]
 
 A long transaction (or a stale replication slot) holds back the xmin horizon: no dead tuple
 younger than it can be removed, and SKIP LOCKED queues slow down as they pile up. This runs:
 
 1. the consume capacity: pop+ack at batch 10 (`--consumers` loops, each a pop without a long
    poll, then an /ack/batch of what it got; an empty pop waits 20 ms) on a prefilled queue of
-   100 partitions, for one minute;
+   100 partitions, for one minute. `--capacity loaded` (the default) measures it while the
+   producer pushes as fast as it can beside the consumers: on this 2-core machine the
+   pushes, their broker work and their PostgreSQL work take the same cores the consumers
+   use, so the consumers' capacity alone (`--capacity alone`) is more than they can keep up
+   with once anything is pushed, and a steady load at 70 % of it was already falling behind
+   before the hold (docs/performance.md#held-xmin);
 2. a steady load: pushes at batch 10 over the 100 partitions at `--share` (70 %) of that
    capacity, from a process of its own (beside the consumers' event loop, the pushes took
    their CPU: on 2 cores the bench process itself was the limit), consumed by the same loops;
@@ -88,8 +94,9 @@ async def consumer(client: httpx.AsyncClient, figures: Figures, stop: asyncio.Ev
 
 async def producer(client: httpx.AsyncClient, figures: Figures, rate: float,
                    stop: asyncio.Event) -> None:
-    """`rate` messages per second, in bodies of BATCH, partitions in turn; paced by the
-    clock, not by the replies (a few requests in flight)."""
+    """`rate` messages per second at most, in bodies of BATCH, partitions in turn; paced by
+    the clock, with up to 32 requests in flight (a push waits for a free one, and a schedule
+    that fell behind starts again from now rather than bursting to catch up)."""
     interval = BATCH / rate
     next_at = time.monotonic()
     n = 0
@@ -103,14 +110,15 @@ async def producer(client: httpx.AsyncClient, figures: Figures, rate: float,
         figures.pushed += BATCH
 
     while not stop.is_set():
-        next_at += interval
+        next_at = max(next_at + interval, time.monotonic() - interval)
         delay = next_at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        if len(in_flight) < 32:
-            task = asyncio.create_task(one(n % PARTITIONS))
-            in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
+        if len(in_flight) >= 32:
+            await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(one(n % PARTITIONS))
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
         n += 1
     await asyncio.gather(*in_flight, return_exceptions=True)
 
@@ -133,6 +141,30 @@ def produce(url: str, rate: float, pushed: Synchronized, stop: EventType) -> Non
             pushed.value = figures.pushed
 
     asyncio.run(run())
+
+
+# A producer rate no broker reaches: its 32 requests in flight are the only pacing.
+FLAT_OUT = 1e9
+
+
+class Producer:
+    """`produce` in a process of its own, pushing `rate` messages per second until
+    `finish`, which returns how many it pushed."""
+
+    def __init__(self, context, url: str, rate: float) -> None:  # type: ignore[no-untyped-def]
+        self.pushed = context.Value("q", 0)
+        self._stop = context.Event()
+        # A daemon: a bench that fails mid-run does not wait on it at exit.
+        self._process = context.Process(target=produce, args=(url, rate, self.pushed, self._stop),
+                                        daemon=True)
+        self._process.start()
+
+    async def finish(self) -> int:
+        self._stop.set()
+        await asyncio.to_thread(self._process.join)
+        if self._process.exitcode != 0:  # its figures stopped where it failed
+            raise SystemExit(f"the producer process failed (exit code {self._process.exitcode})")
+        return int(self.pushed.value)
 
 
 async def dead_tuples(conn: asyncpg.Connection) -> dict[str, int]:
@@ -166,17 +198,25 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         holder = await asyncpg.connect(db_url)
         figures = Figures()
 
-        # 1. Capacity: pop+ack on a prefilled queue, nothing pushed meanwhile.
+        # 1. Capacity: pop+ack on a prefilled queue, alone or beside pushes at full speed.
         await asyncio.to_thread(prefill, url, QUEUE, PARTITIONS,
                                 int(args.prefill_per_partition), PAYLOAD)
+        context = multiprocessing.get_context("spawn")
         stop = asyncio.Event()
         consumers = [asyncio.create_task(consumer(client, figures, stop))
                      for _ in range(args.consumers)]
+        flat_out = None
+        if args.capacity == "loaded":
+            flat_out = Producer(context, url, FLAT_OUT)
+        figures.reset()
         await asyncio.sleep(minute)
         capacity = figures.consumed / (time.monotonic() - figures.started)
+        if flat_out is not None:
+            pushed_meanwhile = await flat_out.finish()
+            log(f"pushed beside it: {pushed_meanwhile / minute:,.0f} msg/s")
         stop.set()
         await asyncio.gather(*consumers)
-        log(f"capacity: {capacity:,.0f} msg/s (pop+ack, batch {BATCH}, "
+        log(f"capacity ({args.capacity}): {capacity:,.0f} msg/s (pop+ack, batch {BATCH}, "
             f"{args.consumers} consumers); load {load_average()}")
         # Drain what the capacity run left, so the steady phase starts level.
         stop = asyncio.Event()
@@ -188,13 +228,8 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         # 2. and 3. The steady load, then the hold.
         rate = capacity * args.share
         figures.reset()
-        context = multiprocessing.get_context("spawn")
-        pushed = context.Value("q", 0)
-        stop_pushing = context.Event()
-        # A daemon: a bench that fails mid-run does not wait on it at exit.
-        pushing = context.Process(target=produce, args=(url, rate, pushed, stop_pushing),
-                                  daemon=True)
-        pushing.start()
+        pushing = Producer(context, url, rate)
+        pushed = pushing.pushed
         pushed_before = 0
         minutes: list[dict] = []
         total = args.before_minutes + args.hold_minutes
@@ -221,10 +256,7 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         if holding:
             await holder.execute("COMMIT")
         stop.set()
-        stop_pushing.set()
-        await asyncio.to_thread(pushing.join)
-        if pushing.exitcode != 0:  # its figures stopped where it failed
-            raise SystemExit(f"the producer process failed (exit code {pushing.exitcode})")
+        await pushing.finish()
         await asyncio.gather(*consumers)
         await conn.close()
         await holder.close()
@@ -244,7 +276,8 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         "lag_bounded": last["lag"] <= lag_bound,
         "dead_tuples_before": before["dead_tuples"], "dead_tuples_last": last["dead_tuples"],
     }
-    return {"capacity_msg_per_s": round(capacity), "rate_msg_per_s": round(rate),
+    return {"capacity": args.capacity, "capacity_msg_per_s": round(capacity),
+            "rate_msg_per_s": round(rate),
             "minute_seconds": minute, "consumers": args.consumers, "minutes": minutes,
             "verdict": verdict}
 
@@ -258,6 +291,8 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.7)
     parser.add_argument("--consumers", type=int, default=8)
     parser.add_argument("--prefill-per-partition", type=int, default=600)
+    parser.add_argument("--capacity", choices=["loaded", "alone"], default="loaded",
+                        help="measure the consume capacity beside pushes at full speed, or alone")
     parser.add_argument("--workers", type=int, default=None,
                         help="broker workers (default: the broker's own default)")
     parser.add_argument("--before", type=Path, help="run the queen-trio checked out here")
