@@ -1,14 +1,20 @@
-"""PostgreSQL's own work per pushed message: queen.push_bundle called directly, old against new.
+"""PostgreSQL's own work per pushed message: queen.push_bundle called directly.
 
     python bench/push_bundle.py [--calls 2000] [--rounds 5] [--batch 1] [--partitions 100]
+                                [--before PATH]
 
 One connection calls `queen.push_bundle` `--calls` times, one segment of `--batch` messages
 per call, cycling over `--partitions` partitions (so the dedup probe runs on a warm index, as
 in production); the CPU of that connection's backend is read from /proc before and after
-(user + system), so nothing else on the machine is counted. The same is done, in alternating
-rounds, with the function as migration 0011 defined it (installed under another name in the
-throwaway database), and the script reports µs of backend CPU per call and per message, with
-WAL bytes per message. Needs the database on this host.
+(user + system), so nothing else on the machine is counted. With `--before PATH` (a `git
+worktree add PATH <commit>`), the function as that checkout defines it is installed beside
+this one under another name in the throwaway database (it must write the same tables), and
+the two are called in alternating rounds. The script reports µs of backend CPU per call and
+per message, with WAL bytes per message. Needs the database on this host.
+
+(The figures in docs/performance.md under "PostgreSQL's work per message" compared the
+function with its text in migration 0011, from before the migrations were squashed into
+0001; that comparison is now `--before` a checkout of that time.)
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ import argparse
 import asyncio
 import statistics
 import uuid
+from pathlib import Path
 
 import asyncpg
-from common import CLOCK_TICKS, ROOT, _stat_fields, database
+from common import CLOCK_TICKS, _stat_fields, database
 
 from queen_trio.storage import frames
 
-MIGRATIONS = ROOT / "queen_trio" / "storage" / "sql" / "migrations"
-OLD = "push_bundle_0011"
+FUNCTION = Path("queen_trio") / "storage" / "sql" / "functions" / "push_bundle.sql"
+OLD = "push_bundle_before"
 
 
 def backend_cpu(pid: int) -> float:
@@ -39,9 +46,9 @@ async def run(db_url: str, args: argparse.Namespace) -> dict:
         from queen_trio.storage.schema import apply_migrations
 
         await apply_migrations(conn)
-        old = (MIGRATIONS / "0011_duplicate_ids.sql").read_text()
-        old = old[old.index("CREATE FUNCTION queen.push_bundle("):]
-        await conn.execute(old.replace("queen.push_bundle(", f"queen.{OLD}(", 1))
+        if args.before is not None:
+            old = (args.before / FUNCTION).read_text()
+            await conn.execute(old.replace("queen.push_bundle(", f"queen.{OLD}(", 1))
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         payload = b'{"orderId":8891,"customer":"customer-42","total":42.5}'
 
@@ -66,9 +73,12 @@ async def run(db_url: str, args: argparse.Namespace) -> dict:
             return cpu, int(wal)
 
         await calls("push_bundle", args.partitions, "warm")  # every partition exists
-        results: dict[str, list[tuple[float, int]]] = {"new": [], "old": []}
+        sides = [("now", "push_bundle")]
+        if args.before is not None:
+            sides.insert(0, ("before", OLD))
+        results: dict[str, list[tuple[float, int]]] = {name: [] for name, _ in sides}
         for r in range(args.rounds):
-            for name, function in (("old", OLD), ("new", "push_bundle")):
+            for name, function in sides:
                 results[name].append(await calls(function, args.calls, f"{name}{r}"))
     finally:
         await conn.close()
@@ -89,12 +99,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--before", type=Path,
+                        help="a checkout whose push_bundle to compare with")
     args = parser.parse_args()
     with database() as db_url:
         out = asyncio.run(run(db_url, args))
-    for name in ("old", "new"):
-        o = out[name]
-        print(f"{name} (migration {'0011' if name == 'old' else 'now'}): {o['us_per_call']} µs "
+    for name, o in out.items():
+        print(f"{name}: {o['us_per_call']} µs "
               f"backend CPU per call, {o['us_per_message']} µs per message, "
               f"{o['wal_bytes_per_message']} WAL bytes per message; rounds "
               f"{o['rounds_us_per_call']}")
