@@ -4,11 +4,10 @@
 
 CASE: push1 or push10 (pushes at batch 1 or 10 over 100 partitions), autoack1, autoack10,
 popack1 or popack10 (autoAck pops, or pops each followed by an ack, at batch 1 or 10, on a
-prefilled queue). The raw samples go to
-OUT.raw; OUT gets the self and inclusive shares of the hottest frames, and the samples split
-into hypercorn (sending the response; reading, h11 and its tasks), queen-trio's request
-handling, database calls (trio-asyncio and asyncpg), the lane and fusion tasks, and the trio
-scheduler. Idle threads (trio's thread cache waiting for work) are left out.
+prefilled queue). The raw samples go to OUT.raw; OUT gets the self and inclusive shares of
+the hottest frames, and the samples split into hypercorn (sending the response; reading, h11
+and its tasks), queen-trio's request handling, database calls (trio-asyncio and asyncpg), the
+lane and fusion tasks, and the trio scheduler. Idle threads (trio's thread cache waiting for work) are left out.
 """
 
 from __future__ import annotations
@@ -65,7 +64,8 @@ def summarise(raw: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=["push1", "push10", "autoack1", "autoack10", "popack1", "popack10"])
+    parser.add_argument("case", choices=["push1", "push10", "autoack1", "autoack10", "popack1",
+                                         "popack10"])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--out", default="/tmp/profile.txt")
     args = parser.parse_args()
@@ -77,7 +77,8 @@ def main() -> None:
             script, target = lua_script(1 if args.case == "push1" else 10, 100), url + "/api/v1/push"
         else:
             batch = int(args.case.removeprefix("autoack").removeprefix("popack"))
-            prefill(url, "bench.profile", 100, 300 * batch, {"orderId": 8891})
+            # Per partition: more than a run consumes at either batch.
+            prefill(url, "bench.profile", 100, min(300 * batch, 1000), {"orderId": 8891})
             template = AUTOACK_LUA if args.case.startswith("autoack") else POPACK_LUA
             script, target = lua_file(template % ("bench.profile", batch)), url
         wrk(target, script, connections=64, seconds=2)  # warm
