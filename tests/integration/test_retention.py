@@ -101,6 +101,64 @@ async def test_dedup_index_is_pruned_past_window_and_segment(client, broker):
     assert await count(broker, "transaction_index") == 0
 
 
+async def pruned_to(broker, queue):
+    return await db_fetchval(
+        broker.db, "SELECT ip.pruned_to FROM queen.index_pruning ip "
+        "JOIN queen.partitions p ON p.id = ip.partition_id "
+        "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+
+
+async def test_pruning_goes_on_from_where_it_stopped(client, broker):
+    """A partition's pruning is done below its first kept offset once no index row is left
+    there (queen.index_pruning); what retention removes later is pruned in turn."""
+    await configure(client, "again", retentionSeconds=10, dedupWindowSeconds=20)
+    await push(client, "again", "a", txids=["g-1"])
+    await retention_pass(broker.db, wait=True, now=later(11))
+    assert await pruned_to(broker, "again") is None  # the row waits for its window
+    assert (await retention_pass(broker.db, wait=True, now=later(21)))["pruned"] == 1
+    assert await pruned_to(broker, "again") == 1
+    await push(client, "again", "b", "c", txids=["g-2", "g-3"])
+    await retention_pass(broker.db, wait=True, now=later(11))
+    assert (await retention_pass(broker.db, wait=True, now=later(21)))["pruned"] == 2
+    assert await pruned_to(broker, "again") == 3
+    assert await count(broker, "transaction_index") == 0
+    assert (await retention_pass(broker.db, wait=True, now=later(3600)))["pruned"] == 0
+    # The record goes once its partition is gone.
+    assert (await client.delete("/api/v1/resources/queues/again")).status_code == 200
+    await retention_pass(broker.db, wait=True, now=later(1))
+    assert await count(broker, "index_pruning") == 0
+
+
+async def test_pruning_leaves_alone_what_retention_never_touched(client, broker):
+    await configure(client, "cut", retentionSeconds=10, dedupWindowSeconds=1)
+    await push(client, "cut", "x", txids=["c-1"])
+    await push(client, "whole", "y", txids=["w-1"])  # no retention: its segment stays
+    done = await retention_pass(broker.db, wait=True, now=later(11))
+    assert done["expired"] == 1 and done["pruned"] == 1  # its window was past already
+    assert (await retention_pass(broker.db, wait=True, now=later(3600)))["pruned"] == 0
+    assert await count(broker, "index_pruning") == 1
+    assert await db_fetchval(
+        broker.db, "SELECT transaction_id FROM queen.transaction_index") == "w-1"
+
+
+async def test_trace_events_go_with_their_message(client, broker):
+    await configure(client, "traced", retentionSeconds=10)
+    await push(client, "traced", "x", txids=["t-1"])
+    m = (await pop(client, "traced"))["messages"][0]
+    r = await client.post("/api/v1/traces", json={
+        "transactionId": "t-1", "partitionId": m["partitionId"], "eventType": "info",
+        "data": {"step": "seen"}})
+    assert r.status_code == 201
+    await push(client, "kept", "y", txids=["k-1"])
+    kept = (await pop(client, "kept"))["messages"][0]
+    r = await client.post("/api/v1/traces", json={
+        "transactionId": "k-1", "partitionId": kept["partitionId"], "eventType": "info",
+        "data": {"step": "seen"}})
+    assert r.status_code == 201
+    await retention_pass(broker.db, wait=True, now=later(11))
+    assert await db_fetchval(broker.db, "SELECT transaction_id FROM queen.trace_events") == "k-1"
+
+
 
 
 async def test_a_pass_that_must_run_waits_for_the_one_holding_the_lock(client, broker):

@@ -14,6 +14,7 @@ DECLARE
     seg_start bigint;
     budget    integer;
     moved     integer;
+    pp        record;
 BEGIN
     -- 1. retentionSeconds: segments older than N, consumed or not.
     WITH doomed AS (
@@ -113,29 +114,54 @@ BEGIN
     END LOOP;
 
     -- 4. The dedup index outlives neither its window nor its segment, whichever is longer;
-    -- trace events go with their message.
-    WITH low AS (
-        SELECT p.id, coalesce((SELECT min(s.first_offset) FROM queen.segments s
-                                WHERE s.partition_id = p.id), p.next_offset) AS first_offset,
+    -- trace events go with their message. Only the partitions whose first kept offset rose
+    -- above what was pruned before (queen.index_pruning) are visited, each through its own
+    -- rows, so a database where nothing was removed scans nothing here.
+    pruned := 0;
+    budget := p_limit;
+    FOR pp IN
+        SELECT p.id, low.first_offset, coalesce(ip.pruned_to, 0) AS pruned_to,
                q.dedup_window_seconds
-          FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-    ), doomed AS (
-        SELECT t.ctid FROM queen.transaction_index t JOIN low ON low.id = t.partition_id
-         WHERE t.message_offset < low.first_offset
-           AND t.created_at < now_at - make_interval(secs => low.dedup_window_seconds)
-         LIMIT p_limit
-    ), gone AS (
-        DELETE FROM queen.transaction_index t USING doomed d WHERE t.ctid = d.ctid RETURNING 1
-    )
-    SELECT count(*)::integer INTO pruned FROM gone;
+          FROM queen.partitions p
+          JOIN queen.queues q ON q.id = p.queue_id
+          CROSS JOIN LATERAL (
+                SELECT coalesce((SELECT min(s.first_offset) FROM queen.segments s
+                                  WHERE s.partition_id = p.id), p.next_offset) AS first_offset) low
+          LEFT JOIN queen.index_pruning ip ON ip.partition_id = p.id
+         WHERE low.first_offset > coalesce(ip.pruned_to, 0)
+         ORDER BY p.id
+    LOOP
+        EXIT WHEN budget <= 0;
+        WITH doomed AS (
+            SELECT t.ctid FROM queen.transaction_index t
+             WHERE t.partition_id = pp.id
+               AND t.message_offset >= pp.pruned_to AND t.message_offset < pp.first_offset
+               AND t.created_at < now_at - make_interval(secs => pp.dedup_window_seconds)
+             LIMIT budget
+        ), gone AS (
+            DELETE FROM queen.transaction_index t USING doomed d WHERE t.ctid = d.ctid RETURNING 1
+        )
+        SELECT count(*)::integer INTO moved FROM gone;
+        pruned := pruned + moved;
+        budget := budget - moved;
+        DELETE FROM queen.trace_events e
+         WHERE e.partition_id = pp.id AND e.message_offset < pp.first_offset;
+        -- Done below the first kept offset once no index row is left there (the rest wait
+        -- for their window); a trace is recorded only against an index row.
+        IF NOT EXISTS (SELECT 1 FROM queen.transaction_index t
+                        WHERE t.partition_id = pp.id AND t.message_offset >= pp.pruned_to
+                          AND t.message_offset < pp.first_offset) THEN
+            INSERT INTO queen.index_pruning AS ip (partition_id, pruned_to)
+            VALUES (pp.id, pp.first_offset)
+            ON CONFLICT (partition_id) DO UPDATE SET pruned_to = excluded.pruned_to;
+        END IF;
+    END LOOP;
+    -- The records of partitions that are gone (reclaimed, or their queue deleted).
+    DELETE FROM queen.index_pruning ip
+     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = ip.partition_id);
 
     DELETE FROM queen.spool_replayed r WHERE r.replayed_at < now_at - interval '7 days';
 
-    DELETE FROM queen.trace_events e
-     USING (SELECT p.id, coalesce((SELECT min(s.first_offset) FROM queen.segments s
-                                    WHERE s.partition_id = p.id), p.next_offset) AS first_offset
-              FROM queen.partitions p) low
-     WHERE e.partition_id = low.id AND e.message_offset < low.first_offset;
     RETURN NEXT;
 END;
 $$;
