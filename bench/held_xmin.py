@@ -23,11 +23,14 @@ younger than it can be removed, and SKIP LOCKED queues slow down as they pile up
 
 Every minute it prints messages pushed and consumed per second, pop latency p50/p99, the lag
 (pushed, not yet consumed), and `n_dead_tup` of consumer_state, partitions, segments and
-transaction_index, with the load average. The verdict compares the last minute held with the
-last minute before the hold: consumed msg/s within 10 %, pop p99 within 2x, and the lag
-bounded (the last minute's lag no more than twice the first held minute's, plus one minute of
-pushes' worth of slack). `--minute` shortens the "minute" for a quick look (the bounds are
-for real minutes). A benchmark, not a test: results go to bench/results/held_xmin.json.
+transaction_index, the mean time inside PostgreSQL of a call of queen.pop_claim, ack_batch
+and push_bundle (pg_stat_user_functions), the load average and the consumers' own CPU (in
+cores: near 1, the load generator is the limit, not the broker). The verdict compares the
+last minute held with the last minute before the hold: consumed msg/s within 10 %, pop p99
+within 2x, and the lag bounded (the last minute's lag no more than twice the first held
+minute's, plus one minute of pushes' worth of slack). `--minute` shortens the "minute" for
+a quick look (the bounds are for real minutes). A benchmark, not a test: results go to
+bench/results/held_xmin.json.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import time
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as EventType
@@ -53,6 +57,12 @@ PAYLOAD = {"orderId": 8891, "customer": "customer-42", "total": 42.5}
 # A consumer that found nothing looks again after this long (seconds).
 EMPTY_BACKOFF = 0.02
 TABLES = ("consumer_state", "partitions", "segments", "transaction_index")
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process: the consumers' event loop."""
+    times = os.times()
+    return times.user + times.system
 
 
 def load_average() -> str:
@@ -175,6 +185,42 @@ async def dead_tuples(conn: asyncpg.Connection) -> dict[str, int]:
     return {t: found.get(t, 0) for t in TABLES}
 
 
+# The consume and push path's functions whose time inside PostgreSQL is read every minute.
+FUNCTIONS = ("pop_claim", "ack_batch", "push_bundle")
+
+
+async def function_times(conn: asyncpg.Connection) -> dict[str, tuple[int, float]]:
+    """Calls and total ms inside each of FUNCTIONS so far (pg_stat_user_functions: needs
+    track_functions, set on the database before the broker connects)."""
+    rows = await conn.fetch("SELECT funcname, calls, total_time FROM pg_stat_user_functions "
+                            "WHERE schemaname = 'queen' AND funcname = ANY($1::text[])",
+                            list(FUNCTIONS))
+    return {r["funcname"]: (int(r["calls"]), float(r["total_time"])) for r in rows}
+
+
+def ms_per_call(now: dict[str, tuple[int, float]],
+                before: dict[str, tuple[int, float]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name in FUNCTIONS:
+        calls = now.get(name, (0, 0.0))[0] - before.get(name, (0, 0.0))[0]
+        total = now.get(name, (0, 0.0))[1] - before.get(name, (0, 0.0))[1]
+        out[name] = round(total / calls, 3) if calls else None
+    return out
+
+
+async def track_functions(db_url: str) -> None:
+    """Count time inside PL/pgSQL functions for every later session of the database (the
+    broker's); a database the bench may not alter simply has no per-function figures."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        name = await conn.fetchval("SELECT current_database()")
+        await conn.execute(f'ALTER DATABASE "{name}" SET track_functions = \'pl\'')
+    except asyncpg.PostgresError as exc:
+        log(f"no per-function figures: {exc}")
+    finally:
+        await conn.close()
+
+
 async def lag(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval(
         "SELECT coalesce(sum(p.next_offset), 0) - coalesce(sum(cs.cursor_offset), 0) "
@@ -231,6 +277,8 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         pushing = Producer(context, url, rate)
         pushed = pushing.pushed
         pushed_before = 0
+        cpu_before = own_cpu_seconds()
+        functions_before = await function_times(conn)
         minutes: list[dict] = []
         total = args.before_minutes + args.hold_minutes
         holding = False
@@ -242,13 +290,21 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
                 log("holding xmin: a REPEATABLE READ transaction is open")
             await asyncio.sleep(minute)
             elapsed = time.monotonic() - figures.started
+            cpu_now = own_cpu_seconds()
+            functions_now = await function_times(conn)
             row = {"minute": m + 1, "held": holding,
                    "pushed_per_s": round((pushed.value - pushed_before) / elapsed),
                    "consumed_per_s": round(figures.consumed / elapsed),
                    "pop_p50_ms": round(percentile(figures.pop_ms, 0.5), 1),
                    "pop_p99_ms": round(percentile(figures.pop_ms, 0.99), 1),
                    "lag": await lag(conn), "dead_tuples": await dead_tuples(conn),
-                   "load_average": load_average()}
+                   # Mean ms inside PostgreSQL per call, this minute.
+                   "function_ms": ms_per_call(functions_now, functions_before),
+                   "load_average": load_average(),
+                   # The consumers' own process, in cores: near 1, it is their limit.
+                   "consumers_cpu": round((cpu_now - cpu_before) / elapsed, 2)}
+            cpu_before = cpu_now
+            functions_before = functions_now
             figures.reset()
             pushed_before = pushed.value
             minutes.append(row)
@@ -301,19 +357,23 @@ def main() -> None:
 
     workers = args.workers or default_workers()
     with database() as db_url:
+        asyncio.run(track_functions(db_url))
         kwargs = {"code": args.before} if args.before else {"workers": workers}
         with broker(db_url, **kwargs) as (url, _, _):  # type: ignore[arg-type]
             result = asyncio.run(run(url, db_url, args))
     result["workers"] = None if args.before else workers
     path = write_results("held_xmin" if not args.before else "held_xmin-before", result)
     print("| minute | held | pushed/s | consumed/s | pop p50/p99 ms | lag | dead: "
-          + " / ".join(TABLES) + " | load |")
-    print("|---:|---|---:|---:|---:|---:|---|---|")
+          + " / ".join(TABLES) + " | ms per call: " + " / ".join(FUNCTIONS)
+          + " | load | consumers' CPU |")
+    print("|---:|---|---:|---:|---:|---:|---|---|---|---:|")
     for row in result["minutes"]:
         dead = " / ".join(f"{row['dead_tuples'][t]:,}" for t in TABLES)
+        functions = " / ".join(str(row["function_ms"][f]) for f in FUNCTIONS)
         print(f"| {row['minute']} | {'yes' if row['held'] else 'no'} | {row['pushed_per_s']:,} | "
               f"{row['consumed_per_s']:,} | {row['pop_p50_ms']} / {row['pop_p99_ms']} | "
-              f"{row['lag']:,} | {dead} | {row['load_average']} |")
+              f"{row['lag']:,} | {dead} | {functions} | {row['load_average']} | "
+              f"{row['consumers_cpu']} |")
     print(json.dumps(result["verdict"]))
     print(f"results: {path}")
 
