@@ -31,17 +31,28 @@ from common import broker, database, log, served_app, write_results, wrk
 QUEUE = "bench.pop"
 
 
-def prefill(url: str, queue: str, partitions: int, per_partition: int, payload: dict) -> None:
-    with httpx.Client(base_url=url, timeout=60) as client:
-        for p in range(partitions):
-            left = per_partition
-            while left:
-                n = min(left, 500)
-                body = {"items": [{"queue": queue, "partition": f"p{p}", "payload": payload}
-                                  for _ in range(n)]}
-                r = client.post("/api/v1/push", json=body)
-                r.raise_for_status()
-                left -= n
+def prefill(url: str, queue: str, partitions: int, per_partition: int, payload: dict,
+            senders: int = 8) -> None:
+    """Push `per_partition` messages into each of `partitions` partitions, in bodies of up to
+    500, from `senders` threads (each partition from one): one sender took minutes for the
+    millions a fast machine consumes in a run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fill(first: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for p in range(first, partitions, senders):
+                left = per_partition
+                while left:
+                    n = min(left, 500)
+                    body = {"items": [{"queue": queue, "partition": f"p{p}", "payload": payload}
+                                      for _ in range(n)]}
+                    r = client.post("/api/v1/push", json=body)
+                    r.raise_for_status()
+                    left -= n
+
+    with ThreadPoolExecutor(senders) as pool:
+        for done in [pool.submit(fill, first) for first in range(min(senders, partitions))]:
+            done.result()
 
 
 def consumed(db_url: str, queue: str) -> int:
