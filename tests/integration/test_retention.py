@@ -142,19 +142,17 @@ async def test_pruning_leaves_alone_what_retention_never_touched(client, broker)
 
 
 async def test_trace_events_go_with_their_message(client, broker):
+    async def traced_message(queue: str, txid: str) -> None:
+        await push(client, queue, "x", txids=[txid])
+        m = (await pop(client, queue))["messages"][0]
+        r = await client.post("/api/v1/traces", json={
+            "transactionId": txid, "partitionId": m["partitionId"], "eventType": "info",
+            "data": {"step": "seen"}})
+        assert r.status_code == 201
+
     await configure(client, "traced", retentionSeconds=10)
-    await push(client, "traced", "x", txids=["t-1"])
-    m = (await pop(client, "traced"))["messages"][0]
-    r = await client.post("/api/v1/traces", json={
-        "transactionId": "t-1", "partitionId": m["partitionId"], "eventType": "info",
-        "data": {"step": "seen"}})
-    assert r.status_code == 201
-    await push(client, "kept", "y", txids=["k-1"])
-    kept = (await pop(client, "kept"))["messages"][0]
-    r = await client.post("/api/v1/traces", json={
-        "transactionId": "k-1", "partitionId": kept["partitionId"], "eventType": "info",
-        "data": {"step": "seen"}})
-    assert r.status_code == 201
+    await traced_message("traced", "t-1")
+    await traced_message("kept", "k-1")
     await retention_pass(broker.db, wait=True, now=later(11))
     assert await db_fetchval(broker.db, "SELECT transaction_id FROM queen.trace_events") == "k-1"
 
