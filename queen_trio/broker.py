@@ -164,7 +164,7 @@ def _services(settings: Settings, database_url: str, db: Database, kv_db: Databa
         activity.record_bundle([len(segment.frames) for segment in segments])
         return await db.call(lambda conn: run_bundle(conn, segments))
 
-    lane = PushLane(commit, shards=settings.push_shards,
+    lane = PushLane(commit, shards=settings.lane_shards,
                     tick_seconds=settings.fusion_hold_ms / 1000,
                     idle_seconds=settings.flush_idle_seconds, on_commit=wakeups.notify,
                     deadline_seconds=settings.call_deadline_seconds, hold=db.holding)

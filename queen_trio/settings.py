@@ -442,6 +442,11 @@ def usable_cpus() -> int:
 
 # Worker processes beyond this gain little (one PostgreSQL behind them) and cost memory.
 MAX_DEFAULT_WORKERS = 8
+# Push shard committers of a whole broker, split over its workers by default. A committer
+# bundles whatever is pending when its transaction starts, so more of them make smaller
+# bundles: more commits for the same messages. At 2 workers, 4 each pushed a quarter less
+# than 2 each (docs/performance.md, "The push lane's shards").
+PUSH_SHARDS_PER_BROKER = 4
 # Connections of the embedded cluster kept beyond the workers' budgets: migrations, the spool
 # CLI, an operator's psql.
 RESERVED_CONNECTIONS = 10
@@ -582,10 +587,11 @@ class Settings:
         3.0, env="QUEEN_V2_FUSION_HOLD_MS", check=POSITIVE,
         doc="the shard committers' backstop tick, in ms. It is a periodic re-check only: a push "
             "never waits for it")
-    push_shards: int = setting(
-        4, env="QUEEN_PUSH_SHARDS", check=at_least(1),
-        doc="shard committers in the push lane, each with at most one transaction in flight; "
-            "fewer than `DB_POOL_SIZE`")
+    push_shards: int | None = setting(
+        None, env="QUEEN_PUSH_SHARDS", check=at_least(1),
+        shown=f"{PUSH_SHARDS_PER_BROKER} ÷ workers, at least 1",
+        doc="shard committers in each worker's push lane, each with at most one transaction in "
+            "flight; fewer than `DB_POOL_SIZE` (see [Workers](#workers))")
     flush_idle_seconds: float = setting(
         10.0, doc="seconds without pushes before a partition's flush task exits (it comes back "
                   "on the next push)")
@@ -809,11 +815,19 @@ class Settings:
         return self.spool_root / f"worker-{self.worker_index}"
 
     @property
+    def lane_shards(self) -> int:
+        """Each worker's shard committers: QUEEN_PUSH_SHARDS when set, else the broker's
+        PUSH_SHARDS_PER_BROKER split over its workers."""
+        if self.push_shards is not None:
+            return self.push_shards
+        return max(1, PUSH_SHARDS_PER_BROKER // self.workers)
+
+    @property
     def pool_per_worker(self) -> int:
         """Each worker's share of DB_POOL_SIZE, never below what its push shards need."""
         if self.workers == 1:
             return self.db_pool_size
-        return max(self.db_pool_size // self.workers, self.push_shards + 2)
+        return max(self.db_pool_size // self.workers, self.lane_shards + 2)
 
     @property
     def embedded_max_connections(self) -> int:
@@ -826,8 +840,8 @@ class Settings:
     def check(self) -> None:
         """Each setting against its declaration, then the rules that involve two."""
         check_each(self, self.sources)
-        if self.push_shards >= self.db_pool_size:
-            raise ConfigError(f"{self.source('push_shards')}={self.push_shards} must be below "
+        if self.lane_shards >= self.db_pool_size:
+            raise ConfigError(f"{self.source('push_shards')}={self.lane_shards} must be below "
                               f"{self.source('db_pool_size')}={self.db_pool_size}")
         if self.worker_ports is not None and not (
                 0 < self.worker_ports and self.worker_ports + self.workers - 1 < 65536):

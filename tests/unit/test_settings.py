@@ -117,6 +117,19 @@ def test_each_worker_gets_a_share_of_the_pool_and_the_cluster_room_for_all() -> 
     assert eight.embedded_max_connections == 8 * (21 + 4 + 1) + 10
 
 
+@pytest.mark.parametrize(("workers", "shards"), [(1, 4), (2, 2), (3, 1), (4, 1), (8, 1)])
+def test_the_push_shards_of_a_broker_are_split_over_its_workers(workers: int, shards: int) -> None:
+    settings = Settings(workers=workers, db_pool_size=20)
+    assert settings.lane_shards == shards
+    assert Settings.from_env({"QUEEN_WORKERS": str(workers)}).lane_shards == shards
+
+
+def test_queen_push_shards_sets_each_workers_count() -> None:
+    settings = Settings.from_env({"QUEEN_WORKERS": "2", "QUEEN_PUSH_SHARDS": "4"})
+    assert settings.lane_shards == 4
+    assert Settings(workers=4, db_pool_size=20, push_shards=5).pool_per_worker == 7
+
+
 def test_a_worker_spools_in_a_directory_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
     single = Settings(data_dir=tmp_path)
     assert single.spool_directory == tmp_path / "spool"
