@@ -223,6 +223,36 @@ def postmaster_pid(database_url: str) -> int | None:
     return asyncio.run(parent_of_backend())
 
 
+def track_functions(database_url: str) -> None:
+    """Count calls and time inside PL/pgSQL functions (pg_stat_user_functions) in every later
+    session of the database: call it before the broker connects (a session reads it at its
+    start). A database the bench may not alter has no per-function figures."""
+    import asyncio
+
+    import asyncpg
+
+    async def alter() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            name = await conn.fetchval("SELECT current_database()")
+            await conn.execute(f'ALTER DATABASE "{name}" SET track_functions = \'pl\'')
+        except asyncpg.PostgresError as exc:
+            log(f"no per-function figures: {exc}")
+        finally:
+            await conn.close()
+
+    asyncio.run(alter())
+
+
+async def function_times(conn, names: tuple[str, ...]) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
+    """Calls and total ms inside each of the queen functions `names` so far
+    (pg_stat_user_functions; see track_functions). A function not called yet is missing."""
+    rows = await conn.fetch("SELECT funcname, calls, total_time FROM pg_stat_user_functions "
+                            "WHERE schemaname = 'queen' AND funcname = ANY($1::text[])",
+                            list(names))
+    return {r["funcname"]: (int(r["calls"]), float(r["total_time"])) for r in rows}
+
+
 class TreeRss:
     """Peak memory (PSS, tree_rss_mb) of a process tree (every worker, or every PostgreSQL
     backend), sampled every 100 ms."""

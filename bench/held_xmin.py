@@ -47,7 +47,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
-from common import broker, database, log, write_results
+from common import broker, database, function_times, log, track_functions, write_results
 from pop import prefill
 
 QUEUE = "bench.held"
@@ -189,15 +189,6 @@ async def dead_tuples(conn: asyncpg.Connection) -> dict[str, int]:
 FUNCTIONS = ("pop_claim", "ack_batch", "push_bundle")
 
 
-async def function_times(conn: asyncpg.Connection) -> dict[str, tuple[int, float]]:
-    """Calls and total ms inside each of FUNCTIONS so far (pg_stat_user_functions: needs
-    track_functions, set on the database before the broker connects)."""
-    rows = await conn.fetch("SELECT funcname, calls, total_time FROM pg_stat_user_functions "
-                            "WHERE schemaname = 'queen' AND funcname = ANY($1::text[])",
-                            list(FUNCTIONS))
-    return {r["funcname"]: (int(r["calls"]), float(r["total_time"])) for r in rows}
-
-
 def ms_per_call(now: dict[str, tuple[int, float]],
                 before: dict[str, tuple[int, float]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
@@ -206,19 +197,6 @@ def ms_per_call(now: dict[str, tuple[int, float]],
         total = now.get(name, (0, 0.0))[1] - before.get(name, (0, 0.0))[1]
         out[name] = round(total / calls, 3) if calls else None
     return out
-
-
-async def track_functions(db_url: str) -> None:
-    """Count time inside PL/pgSQL functions for every later session of the database (the
-    broker's); a database the bench may not alter simply has no per-function figures."""
-    conn = await asyncpg.connect(db_url)
-    try:
-        name = await conn.fetchval("SELECT current_database()")
-        await conn.execute(f'ALTER DATABASE "{name}" SET track_functions = \'pl\'')
-    except asyncpg.PostgresError as exc:
-        log(f"no per-function figures: {exc}")
-    finally:
-        await conn.close()
 
 
 async def lag(conn: asyncpg.Connection) -> int:
@@ -278,7 +256,7 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
         pushed = pushing.pushed
         pushed_before = 0
         cpu_before = own_cpu_seconds()
-        functions_before = await function_times(conn)
+        functions_before = await function_times(conn, FUNCTIONS)
         minutes: list[dict] = []
         total = args.before_minutes + args.hold_minutes
         holding = False
@@ -291,7 +269,7 @@ async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
             await asyncio.sleep(minute)
             elapsed = time.monotonic() - figures.started
             cpu_now = own_cpu_seconds()
-            functions_now = await function_times(conn)
+            functions_now = await function_times(conn, FUNCTIONS)
             row = {"minute": m + 1, "held": holding,
                    "pushed_per_s": round((pushed.value - pushed_before) / elapsed),
                    "consumed_per_s": round(figures.consumed / elapsed),
@@ -357,7 +335,7 @@ def main() -> None:
 
     workers = args.workers or default_workers()
     with database() as db_url:
-        asyncio.run(track_functions(db_url))
+        track_functions(db_url)
         kwargs = {"code": args.before} if args.before else {"workers": workers}
         with broker(db_url, **kwargs) as (url, _, _):  # type: ignore[arg-type]
             result = asyncio.run(run(url, db_url, args))

@@ -7,7 +7,8 @@ popack1 or popack10 (autoAck pops, or pops each followed by an ack, at batch 1 o
 prefilled queue). The raw samples go to OUT.raw; OUT gets the self and inclusive shares of
 the hottest frames, and the samples split into hypercorn (sending the response; reading, h11
 and its tasks), queen-trio's request handling, database calls (trio-asyncio and asyncpg), the
-lane and fusion tasks, and the trio scheduler. Idle threads (trio's thread cache waiting for work) are left out.
+lane and fusion tasks, and the trio scheduler. Idle threads (trio's thread cache waiting for
+work) are left out.
 """
 
 from __future__ import annotations

@@ -26,27 +26,24 @@ import statistics
 from contextlib import ExitStack
 
 import asyncpg
-from common import broker, database, log, postmaster_pid, tree_cpu_seconds, write_results, wrk
+from common import (
+    broker,
+    database,
+    function_times,
+    log,
+    postmaster_pid,
+    track_functions,
+    tree_cpu_seconds,
+    write_results,
+    wrk,
+)
 from push import lua_script
 
 
 async def bundle_calls(db_url: str) -> int:
     conn = await asyncpg.connect(db_url)
     try:
-        return int(await conn.fetchval(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
-            "WHERE funcname = 'push_bundle'"))
-    finally:
-        await conn.close()
-
-
-async def count_function_calls(db_url: str) -> None:
-    """track_functions for the database: set before any broker connects (it is read at the
-    start of a session)."""
-    conn = await asyncpg.connect(db_url)
-    try:
-        name = await conn.fetchval("SELECT current_database()")
-        await conn.execute(f'ALTER DATABASE "{name}" SET track_functions = \'pl\'')
+        return (await function_times(conn, ("push_bundle",))).get("push_bundle", (0, 0.0))[0]
     finally:
         await conn.close()
 
@@ -63,7 +60,7 @@ def main() -> None:
     runs: dict[str, dict[str, list[float]]] = {c: {k: [] for k in keys} for c in configs}
     scripts = {1: lua_script(1, 100), 10: lua_script(10, 100)}
     with database() as db_url, ExitStack() as stack:
-        asyncio.run(count_function_calls(db_url))
+        track_functions(db_url)
         pg = postmaster_pid(db_url)
         brokers = {}
         for config in configs:
