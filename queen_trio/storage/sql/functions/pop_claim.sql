@@ -15,6 +15,15 @@
 -- its cursor moves past the older ones (superseded: consumed, never dead-lettered) under the
 -- partition's lease. Every row carries the stored policy, and each claimed partition's first
 -- row how many it superseded.
+--
+-- The claim's floor (docs/performance.md#the-claims-floor): the scan of pending partitions
+-- starts at the group's claim_floor, a time at or below every head_at of the group, so it
+-- never steps over the dead index entries of rows that moved on, which pile up below the live
+-- ones while the xmin horizon is held back. Refreshed here every 10 s (by one claim at a time,
+-- in the pop's transaction) to the oldest head_at, and at least 5 s in the past: whoever sets
+-- a head_at below it forgets it (triggers/consumer_state_floor). A push's fresh commit time
+-- is never below it, unless the push took more than 2.5 s from its update of the state row to
+-- its commit while a refresh ran: that partition then waits for the next refresh.
 CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queue          text,
     p_partition      text,
@@ -56,6 +65,10 @@ DECLARE
     sup        bigint;
     rest       integer;
     expired    boolean;
+    floor_at   timestamptz;
+    floor_set  timestamptz;
+    part_id    uuid;
+    pname      text;
 BEGIN
     SELECT qq.id, qq.lease_time, qq.delayed_processing, qq.window_buffer, qq.retry_limit,
            qq.dead_letter_queue
@@ -63,7 +76,8 @@ BEGIN
     IF q IS NULL THEN
         RETURN;
     END IF;
-    SELECT s.conflation INTO policy FROM queen.subscriptions s
+    SELECT s.conflation, s.claim_floor, s.claim_floor_at INTO policy, floor_at, floor_set
+      FROM queen.subscriptions s
      WHERE s.queue_id = q.id AND s.consumer_group = p_group;
     IF NOT FOUND THEN
         PERFORM queen.join_group(q.id, p_group, CASE p_start_mode
@@ -77,28 +91,69 @@ BEGIN
         SELECT s.conflation INTO policy FROM queen.subscriptions s
          WHERE s.queue_id = q.id AND s.consumer_group = p_group;
     END IF;
+    IF floor_set IS NULL OR floor_set < now_at - interval '10 seconds' THEN
+        -- Refresh the floor, unless another claim is at it (or a writer forgetting it holds
+        -- the row: its head_at is not visible yet, and the floor read stays a lower bound).
+        -- Holding the row while claiming cannot deadlock with such a writer, which holds a
+        -- state row and waits here: the claim never waits for a state row (SKIP LOCKED).
+        PERFORM 1 FROM queen.subscriptions s
+         WHERE s.queue_id = q.id AND s.consumer_group = p_group
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            -- A statement of its own, after the lock: it sees every head_at committed by a
+            -- writer that forgot the floor before this claim took the row.
+            SELECT least(min(st.head_at), now_at - interval '5 seconds') INTO floor_at
+              FROM queen.consumer_state st
+             WHERE st.queue_id = q.id AND st.consumer_group = p_group
+               AND st.head_at IS NOT NULL;
+            UPDATE queen.subscriptions s SET claim_floor = floor_at, claim_floor_at = now_at
+             WHERE s.queue_id = q.id AND s.consumer_group = p_group;
+        END IF;
+    END IF;
+    floor_at := coalesce(floor_at, '-infinity');
+    IF p_partition IS NOT NULL THEN
+        SELECT p.id INTO part_id FROM queen.partitions p
+         WHERE p.queue_id = q.id AND p.name = p_partition;
+        IF part_id IS NULL THEN
+            -- No such partition (yet): nothing to claim, no time to look again.
+            r.conflation := policy;
+            r.superseded := 0;
+            RETURN NEXT r;
+            RETURN;
+        END IF;
+    END IF;
     r.conflation := policy;
     r.superseded := 0;
     cut_at := now_at - make_interval(secs => q.delayed_processing);
     lease_secs := CASE WHEN q.lease_time > 0 THEN q.lease_time ELSE 60 END;
 
+    -- The partition rows are read only for what is claimed (and for a window buffer): every
+    -- push updates its partition's row, so under a held xmin each read of one walks its
+    -- versions, and a join here read them for every candidate.
     FOR cs IN
         SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
-               st.retry_count, p.name AS pname
+               st.retry_count
           FROM queen.consumer_state st
-          JOIN queen.partitions p ON p.id = st.partition_id
          WHERE st.queue_id = q.id AND st.consumer_group = p_group
-           AND (p_partition IS NULL OR p.name = p_partition)
-           AND st.head_at IS NOT NULL AND st.head_at <= cut_at
+           AND (part_id IS NULL OR st.partition_id = part_id)
+           AND st.head_at >= floor_at AND st.head_at <= cut_at
            AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
            AND (st.not_before IS NULL OR st.not_before <= now_at)
            AND (q.window_buffer = 0
-                OR p.last_commit_at <= now_at - make_interval(secs => q.window_buffer))
+                OR EXISTS (SELECT 1 FROM queen.partitions p
+                            WHERE p.id = st.partition_id
+                              AND p.last_commit_at
+                                  <= now_at - make_interval(secs => q.window_buffer)))
          ORDER BY st.head_at, st.partition_id
          LIMIT greatest(p_max_partitions, 1)
            FOR UPDATE OF st SKIP LOCKED
     LOOP
         EXIT WHEN remaining <= 0;
+        IF p_partition IS NOT NULL THEN
+            pname := p_partition;
+        ELSE
+            SELECT p.name INTO pname FROM queen.partitions p WHERE p.id = cs.partition_id;
+        END IF;
         cur := cs.cursor_offset;
         retries := cs.retry_count;
         hidden := NULL;
@@ -205,7 +260,7 @@ BEGIN
              ORDER BY dl.message_offset, dl.id
              LIMIT remaining
         LOOP
-            r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+            r.partition_id := cs.partition_id; r.partition_name := pname;
             r.first_offset := d.message_offset; r.created_at := d.message_created_at;
             r.frames := d.frame; r.frame_ends := ARRAY[length(d.frame)];
             r.skip_frames := 0; r.take_frames := 1; r.next_check_at := NULL;
@@ -267,7 +322,7 @@ BEGIN
                         pos := pos + 1;
                         remaining := remaining - 1;
                     END LOOP;
-                    r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+                    r.partition_id := cs.partition_id; r.partition_name := pname;
                     r.first_offset := seg.first_offset + run_from; r.created_at := seg.created_at;
                     r.frames := queen.frames_between(seg.frames, seg.frame_ends, run_from,
                                                      pos - run_from);
@@ -284,7 +339,7 @@ BEGIN
             END IF;
             take_n := least(seg.message_count - skip_n, remaining);
             -- Only the delivered frames travel: skip_frames is 0 in what is returned.
-            r.partition_id := cs.partition_id; r.partition_name := cs.pname;
+            r.partition_id := cs.partition_id; r.partition_name := pname;
             r.first_offset := seg.first_offset + skip_n; r.created_at := seg.created_at;
             r.frames := queen.frames_between(seg.frames, seg.frame_ends, skip_n, take_n);
             -- Where each delivered frame ends within r.frames: the broker decodes every frame
@@ -341,8 +396,8 @@ BEGIN
           FROM queen.consumer_state st
           JOIN queen.partitions p ON p.id = st.partition_id
          WHERE st.queue_id = q.id AND st.consumer_group = p_group
-           AND (p_partition IS NULL OR p.name = p_partition)
-           AND st.head_at IS NOT NULL;
+           AND (part_id IS NULL OR st.partition_id = part_id)
+           AND st.head_at >= floor_at;
         r.partition_id := NULL; r.partition_name := NULL; r.first_offset := NULL; r.created_at := NULL;
         r.frames := NULL; r.skip_frames := NULL; r.take_frames := NULL; r.frame_ends := NULL;
         r.superseded := 0;
