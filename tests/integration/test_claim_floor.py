@@ -1,11 +1,17 @@
 """The claim's floor (functions/pop_claim, docs/performance.md#the-claims-floor): a claim scans
-a group's pending partitions from its floor, refreshes the floor every 10 s, and whoever sets
-a head_at below it (a seek back, a retried dead letter) forgets it."""
+a group's pending partitions from its floor and raises it every 2 s, never above a transaction
+writing at the time; whoever sets a head_at below it (a seek back, a retried dead letter)
+forgets it."""
 
 from __future__ import annotations
 
+import contextlib
+
+import asyncpg
+import trio
+
 from tests.support.consuming import ack_batch, data, pop, push
-from tests.support.db import db_execute, db_fetchrow
+from tests.support.db import db_execute, db_fetch, db_fetchrow
 
 AGE = "interval '1 hour'"
 
@@ -41,39 +47,66 @@ async def consume_all(client, queue, group):
     return got
 
 
-async def test_a_claim_sets_the_floor_and_cursor_moves_keep_it(client, broker):
+async def heads(broker):
+    return [r[0] for r in await db_fetch(broker.db, "SELECT head_at FROM queen.consumer_state "
+                                         "WHERE head_at IS NOT NULL")]
+
+
+async def test_a_claim_sets_the_floor_and_forward_moves_never_forget_it(client, broker):
     await push(client, "fl", "a1", partition="a")
     await push(client, "fl", "b1", partition="b")
     await age_messages(broker, "a")
     assert data(await pop(client, "fl", consumerGroup="g", autoAck=True)) == ["a1"]
     floor, floor_at = await floor_of(broker, "fl", "g")
-    head_b = (await db_fetchrow(broker.db, "SELECT cs.head_at FROM queen.consumer_state cs "
-                                "JOIN queen.partitions p ON p.id = cs.partition_id "
-                                "WHERE p.name = 'b'"))[0]
-    # Refreshed by the group's first claim, before it moved: a's head (an hour ago) was oldest.
-    assert floor_at is not None and floor < head_b
+    # Set by the group's first claim, before it moved: a's head (an hour ago) was the oldest.
+    assert floor_at is not None and floor < min(await heads(broker))
     await push(client, "fl", "b2", partition="b")
     assert await consume_all(client, "fl", "g") == ["b1", "b2"]
-    # Acks, a claim and a fresh push never set a head_at below it: the floor stays.
-    assert await floor_of(broker, "fl", "g") == (floor, floor_at)
-
-
-async def test_the_scan_starts_at_the_floor_until_a_refresh_lowers_it(client, broker):
-    await push(client, "fl", "old", partition="a")
-    await push(client, "fl", "new", partition="b")
-    assert await pop(client, "fl", consumerGroup="g", partition="none") is None  # joins
-    await age_messages(broker, "a")
-    # A floor above a's head (which no writer of this broker leaves): the scan starts there.
-    await set_floor(broker, "g", "clock_timestamp() - interval '5 seconds'")
-    assert data(await pop(client, "fl", consumerGroup="g", autoAck=True)) == ["new"]
-    assert await pop(client, "fl", consumerGroup="g", autoAck=True) is None
-    # 10 s later the next claim refreshes it from the oldest head, and a is found.
-    await set_floor(broker, "g", "claim_floor", "clock_timestamp() - interval '11 seconds'")
-    assert data(await pop(client, "fl", consumerGroup="g", autoAck=True)) == ["old"]
+    await push(client, "fl", "b3", partition="b")
+    # Acks, claims and fresh pushes never set a head_at below it: it is never forgotten.
     floor, floor_at = await floor_of(broker, "fl", "g")
-    assert floor_at is not None
-    oldest = (await db_fetchrow(broker.db, "SELECT min(created_at) FROM queen.segments"))[0]
-    assert floor <= oldest
+    assert floor_at is not None and floor <= min(await heads(broker))
+
+
+async def test_the_floor_rises_to_the_oldest_head_but_never_above_a_writer(client, broker):
+    await push(client, "fl", "a1", partition="a")
+    await age_messages(broker, "a")
+    assert await pop(client, "fl", consumerGroup="g", partition="none") is None  # joins
+    stale = "clock_timestamp() - interval '3 seconds'"
+    here = "datname = current_database() AND pid <> pg_backend_pid()"
+    writer = (f"SELECT pid, xact_start FROM pg_stat_activity WHERE {here} "
+              "AND query LIKE '%pg_sleep(60)%'")
+
+    async def write_and_wait():
+        async def work(conn):
+            async with conn.transaction():
+                await conn.execute("SELECT txid_current()")  # a transaction that writes
+                await conn.execute("SELECT pg_sleep(60)")
+
+        with contextlib.suppress(asyncpg.QueryCanceledError):
+            await broker.db.call(work)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write_and_wait)
+        with trio.fail_after(20):
+            while (found := await db_fetchrow(broker.db, writer)) is None:
+                await trio.sleep(0.01)
+        pid, writing_from = found
+        await push(client, "fl", "b1", partition="b")  # committed after the writer began
+        await set_floor(broker, "g", "claim_floor", stale)
+        assert await pop(client, "fl", consumerGroup="g", partition="none") is None
+        floor, _ = await floor_of(broker, "fl", "g")
+        # The oldest head is an hour old: the floor is there, below the writer's start.
+        assert floor == min(await heads(broker)) and floor < writing_from
+        assert data(await pop(client, "fl", consumerGroup="g", autoAck=True)) == ["a1"]
+        await set_floor(broker, "g", "claim_floor", stale)
+        assert await pop(client, "fl", consumerGroup="g", partition="none") is None
+        # b's head is newer than the writer's start: the floor stops at the writer.
+        assert (await floor_of(broker, "fl", "g"))[0] == writing_from
+        await db_fetchrow(broker.db, "SELECT pg_cancel_backend($1)", pid)
+    await set_floor(broker, "g", "claim_floor", stale)
+    assert await pop(client, "fl", consumerGroup="g", partition="none") is None
+    assert (await floor_of(broker, "fl", "g"))[0] == min(await heads(broker))
 
 
 async def test_a_seek_back_forgets_the_floor(client, broker):

@@ -133,7 +133,9 @@ BEGIN
                ORDER BY u.p, u.g LOOP
         pid := pg.p;
         grp := pg.g;
-        SELECT cs.*, p.name AS pname INTO st
+        -- row_at: where the locked row lies, for the update below (a look-up by key walks
+        -- every version of the row that a held xmin keeps).
+        SELECT cs.*, cs.ctid AS row_at, p.name AS pname INTO st
           FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id
          WHERE cs.partition_id = pid AND cs.consumer_group = grp
            FOR UPDATE OF cs;
@@ -260,7 +262,8 @@ BEGIN
                                      THEN now_at + make_interval(secs => delay_ms / 1000.0)
                                      ELSE NULL END,
                    head_at = queen.head_after(pid, cur)
-             WHERE cs.partition_id = pid AND cs.consumer_group = grp;
+             WHERE cs.ctid = st.row_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'ack_batch: a state row moved under its lock'; END IF;
             IF release_it THEN
                 freed_q := freed_q || q.name;
                 freed_p := freed_p || st.pname;

@@ -19,11 +19,10 @@
 -- The claim's floor (docs/performance.md#the-claims-floor): the scan of pending partitions
 -- starts at the group's claim_floor, a time at or below every head_at of the group, so it
 -- never steps over the dead index entries of rows that moved on, which pile up below the live
--- ones while the xmin horizon is held back. Refreshed here every 10 s (by one claim at a time,
--- in the pop's transaction) to the oldest head_at, and at least 5 s in the past: whoever sets
--- a head_at below it forgets it (triggers/consumer_state_floor). A push's fresh commit time
--- is never below it, unless the push took more than 2.5 s from its update of the state row to
--- its commit while a refresh ran: that partition then waits for the next refresh.
+-- ones while the xmin horizon is held back. A claim raises it every 2 s (one claim at a time,
+-- in the pop's transaction) to the oldest head_at, but never above the start of a transaction
+-- writing at the time; whoever sets a head_at below it forgets it
+-- (triggers/consumer_state_floor), and the next claim finds it again from the start.
 CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queue          text,
     p_partition      text,
@@ -67,8 +66,11 @@ DECLARE
     expired    boolean;
     floor_at   timestamptz;
     floor_set  timestamptz;
+    floor_was  timestamptz;
+    writing_from timestamptz;
     part_id    uuid;
     pname      text;
+    candidates refcursor;
 BEGIN
     SELECT qq.id, qq.lease_time, qq.delayed_processing, qq.window_buffer, qq.retry_limit,
            qq.dead_letter_queue
@@ -91,21 +93,29 @@ BEGIN
         SELECT s.conflation INTO policy FROM queen.subscriptions s
          WHERE s.queue_id = q.id AND s.consumer_group = p_group;
     END IF;
-    IF floor_set IS NULL OR floor_set < now_at - interval '10 seconds' THEN
-        -- Refresh the floor, unless another claim is at it (or a writer forgetting it holds
-        -- the row: its head_at is not visible yet, and the floor read stays a lower bound).
+    IF floor_set IS NULL OR floor_set < now_at - interval '2 seconds' THEN
+        -- Raise the floor, unless another claim is at it (or a writer forgetting it holds the
+        -- row: its head_at is not visible yet, and the floor read stays a lower bound).
         -- Holding the row while claiming cannot deadlock with such a writer, which holds a
         -- state row and waits here: the claim never waits for a state row (SKIP LOCKED).
-        PERFORM 1 FROM queen.subscriptions s
+        SELECT s.claim_floor INTO floor_was FROM queen.subscriptions s
          WHERE s.queue_id = q.id AND s.consumer_group = p_group
            FOR NO KEY UPDATE SKIP LOCKED;
         IF FOUND THEN
-            -- A statement of its own, after the lock: it sees every head_at committed by a
-            -- writer that forgot the floor before this claim took the row.
-            SELECT least(min(st.head_at), now_at - interval '5 seconds') INTO floor_at
+            -- No higher than the start of any transaction writing now: a push takes its
+            -- commit time (the head_at it may set) after its first write, so one this claim
+            -- cannot see yet sets a head_at no older than its start. Read before the heads,
+            -- so that a writer gone from this list is visible to them.
+            SELECT min(a.xact_start) INTO writing_from FROM pg_stat_activity a
+             WHERE a.datname = current_database() AND a.backend_xid IS NOT NULL
+               AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid();
+            -- Every head_at is at or above the floor read under the lock (a writer that set
+            -- one below it forgot it first): the oldest is found from there.
+            SELECT min(st.head_at) INTO floor_at
               FROM queen.consumer_state st
              WHERE st.queue_id = q.id AND st.consumer_group = p_group
-               AND st.head_at IS NOT NULL;
+               AND st.head_at >= coalesce(floor_was, '-infinity');
+            floor_at := least(floor_at, writing_from, now_at);
             UPDATE queen.subscriptions s SET claim_floor = floor_at, claim_floor_at = now_at
              WHERE s.queue_id = q.id AND s.consumer_group = p_group;
         END IF;
@@ -129,25 +139,44 @@ BEGIN
 
     -- The partition rows are read only for what is claimed (and for a window buffer): every
     -- push updates its partition's row, so under a held xmin each read of one walks its
-    -- versions, and a join here read them for every candidate.
-    FOR cs IN
-        SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
-               st.retry_count
-          FROM queen.consumer_state st
-         WHERE st.queue_id = q.id AND st.consumer_group = p_group
-           AND (part_id IS NULL OR st.partition_id = part_id)
-           AND st.head_at >= floor_at AND st.head_at <= cut_at
-           AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
-           AND (st.not_before IS NULL OR st.not_before <= now_at)
-           AND (q.window_buffer = 0
-                OR EXISTS (SELECT 1 FROM queen.partitions p
-                            WHERE p.id = st.partition_id
-                              AND p.last_commit_at
-                                  <= now_at - make_interval(secs => q.window_buffer)))
-         ORDER BY st.head_at, st.partition_id
-         LIMIT greatest(p_max_partitions, 1)
-           FOR UPDATE OF st SKIP LOCKED
+    -- versions, and a join here read them for every candidate. Two forms of the scan, so
+    -- that each keeps one generic plan: one query with "no window buffer, or a partition row
+    -- past it" was planned again at every claim (a custom plan without the lookup looked
+    -- cheaper than the generic plan with it; bench/claim_statements.py).
+    IF q.window_buffer = 0 THEN
+        OPEN candidates FOR
+            SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
+                   st.retry_count, st.ctid AS row_at
+              FROM queen.consumer_state st
+             WHERE st.queue_id = q.id AND st.consumer_group = p_group
+               AND (part_id IS NULL OR st.partition_id = part_id)
+               AND st.head_at >= floor_at AND st.head_at <= cut_at
+               AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
+               AND (st.not_before IS NULL OR st.not_before <= now_at)
+             ORDER BY st.head_at, st.partition_id
+             LIMIT greatest(p_max_partitions, 1)
+               FOR UPDATE OF st SKIP LOCKED;
+    ELSE
+        OPEN candidates FOR
+            SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
+                   st.retry_count, st.ctid AS row_at
+              FROM queen.consumer_state st
+              JOIN queen.partitions p ON p.id = st.partition_id
+             WHERE st.queue_id = q.id AND st.consumer_group = p_group
+               AND (part_id IS NULL OR st.partition_id = part_id)
+               AND st.head_at >= floor_at AND st.head_at <= cut_at
+               AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
+               AND (st.not_before IS NULL OR st.not_before <= now_at)
+               AND p.last_commit_at <= now_at - make_interval(secs => q.window_buffer)
+             ORDER BY st.head_at, st.partition_id
+             LIMIT greatest(p_max_partitions, 1)
+               FOR UPDATE OF st SKIP LOCKED;
+    END IF;
+    -- Each claimed row is updated once, where it lies (row_at, locked by the scan): a look-up
+    -- by key walks every version of the row that a held xmin keeps.
     LOOP
+        FETCH candidates INTO cs;
+        EXIT WHEN NOT FOUND;
         EXIT WHEN remaining <= 0;
         IF p_partition IS NOT NULL THEN
             pname := p_partition;
@@ -284,7 +313,8 @@ BEGIN
                    delivered_until = CASE WHEN p_auto_ack THEN NULL ELSE cur END,
                    not_before = NULL,
                    head_at = queen.head_after(cs.partition_id, cur)
-             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+             WHERE st.ctid = cs.row_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'pop_claim: a state row moved under its lock'; END IF;
             CONTINUE;
         END IF;
 
@@ -363,7 +393,8 @@ BEGIN
                SET cursor_offset = cur, retry_count = retries, lease_id = NULL,
                    lease_expires_at = NULL, delivered_until = NULL,
                    head_at = queen.head_after(cs.partition_id, cur)
-             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+             WHERE st.ctid = cs.row_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'pop_claim: a state row moved under its lock'; END IF;
             CONTINUE;
         END IF;
         claimed := claimed + 1;
@@ -372,7 +403,8 @@ BEGIN
                SET cursor_offset = until_off, retry_count = 0, lease_id = NULL,
                    lease_expires_at = NULL, delivered_until = NULL, not_before = NULL,
                    head_at = queen.head_after(cs.partition_id, until_off)
-             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+             WHERE st.ctid = cs.row_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'pop_claim: a state row moved under its lock'; END IF;
         ELSE
             UPDATE queen.consumer_state st
                SET cursor_offset = cur, retry_count = retries, lease_id = p_lease_id,
@@ -380,9 +412,11 @@ BEGIN
                    delivered_until = until_off, not_before = NULL,
                    head_at = CASE WHEN cur = cs.cursor_offset THEN st.head_at
                                   ELSE queen.head_after(cs.partition_id, cur) END
-             WHERE st.partition_id = cs.partition_id AND st.consumer_group = p_group;
+             WHERE st.ctid = cs.row_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'pop_claim: a state row moved under its lock'; END IF;
         END IF;
     END LOOP;
+    CLOSE candidates;
 
     IF claimed = 0 THEN
         -- When might something become deliverable? (the long poll parks until then at most)

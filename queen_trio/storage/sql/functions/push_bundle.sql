@@ -69,6 +69,11 @@ DECLARE
     locked_ids uuid[];
     locked_next bigint[];
     locked_last timestamptz[];
+    -- Where each locked row lies (kept current as it is updated): the updates go there, for
+    -- a look-up by key walks every version of the row that a held xmin keeps.
+    locked_at  tid[];
+    states_at  tid[];
+    moved_at   tid;
     n_partitions bigint;
     q_id       uuid;
     q_window   integer;
@@ -126,9 +131,10 @@ BEGIN
                 ON CONFLICT DO NOTHING;
             END IF;
         ELSE
-            SELECT array_agg(l.id), array_agg(l.next_offset), array_agg(l.last_commit_at)
-              INTO locked_ids, locked_next, locked_last
-              FROM (SELECT pp.id, pp.next_offset, pp.last_commit_at
+            SELECT array_agg(l.id), array_agg(l.next_offset), array_agg(l.last_commit_at),
+                   array_agg(l.ctid)
+              INTO locked_ids, locked_next, locked_last, locked_at
+              FROM (SELECT pp.id, pp.next_offset, pp.last_commit_at, pp.ctid
                       FROM queen.partitions pp
                      WHERE pp.id = ANY (seg_ids)
                      ORDER BY pp.id
@@ -167,6 +173,8 @@ BEGIN
         -- Strictly later than the partition's last commit, by more than a millisecond: the
         -- streaming SDK orders a partition's messages by (createdAt to the millisecond, id),
         -- which must be offset order (docs/decisions.md#commit-times-a-millisecond-apart).
+        -- Taken after this transaction's first write (the partition rows' lock): a claim's
+        -- floor is never above the start of a transaction writing (functions/pop_claim).
         commit_at := greatest(clock_timestamp(), locked_last[k] + interval '1001 microseconds');
         seg_txids := p_txids[seg_start[s] : seg_start[s] + p_counts[s] - 1];
         dup_offsets := array_fill(NULL::bigint, ARRAY[p_counts[s]]);
@@ -283,10 +291,16 @@ BEGIN
                SET next_offset = next_offset + kept_count,
                    last_commit_at = commit_at,
                    last_write_at = commit_at
-             WHERE id = seg_ids[s];
+             WHERE ctid = locked_at[k]
+            RETURNING ctid INTO moved_at;
+            IF NOT FOUND THEN RAISE EXCEPTION 'push_bundle: a partition row moved under its lock'; END IF;
+            locked_at[k] := moved_at;
 
             new_next := part_next + kept_count;
-            PERFORM 1 FROM queen.consumer_state cs WHERE cs.partition_id = seg_ids[s] FOR UPDATE;
+            -- Every group's row, locked; then the caught-up ones (the lock read the latest).
+            SELECT array_agg(l.ctid) FILTER (WHERE l.head_at IS NULL) INTO states_at
+              FROM (SELECT cs.ctid, cs.head_at FROM queen.consumer_state cs
+                     WHERE cs.partition_id = seg_ids[s] FOR UPDATE) l;
             -- A caught-up group now has something pending; a group whose subscription starts
             -- after this commit skips it.
             UPDATE queen.consumer_state cs
@@ -294,7 +308,7 @@ BEGIN
                                   THEN commit_at END,
                    cursor_offset = CASE WHEN cs.start_at IS NULL OR commit_at >= cs.start_at
                                         THEN cs.cursor_offset ELSE new_next END
-             WHERE cs.partition_id = seg_ids[s] AND cs.head_at IS NULL;
+             WHERE cs.ctid = ANY (states_at) AND cs.head_at IS NULL;
             PERFORM pg_notify('queen_push', p_queues[s]);
         END IF;
 
