@@ -139,15 +139,16 @@ BEGIN
           FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id
          WHERE cs.partition_id = pid AND cs.consumer_group = grp
            FOR UPDATE OF cs;
-        IF st IS NOT NULL THEN
-            -- Through the state row: a partition row is updated by every push, and under a
-            -- held xmin each read of it walks its versions.
-            SELECT qq.name, qq.retry_limit, qq.retry_delay, qq.dead_letter_queue INTO q
-              FROM queen.queues qq WHERE qq.id = st.queue_id;
-        ELSE
+        IF st IS NULL THEN
             SELECT qq.name, qq.retry_limit, qq.retry_delay, qq.dead_letter_queue INTO q
               FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
              WHERE p.id = pid;
+        ELSE
+            -- Through the state row: a partition row is updated by every push, and under a
+            -- held xmin each read of it walks its versions. (A record IS NULL only when the
+            -- look-up found no row; IS NOT NULL would need every field set.)
+            SELECT qq.name, qq.retry_limit, qq.retry_delay, qq.dead_letter_queue INTO q
+              FROM queen.queues qq WHERE qq.id = st.queue_id;
         END IF;
 
         IF st IS NULL THEN

@@ -30,8 +30,14 @@ BEGIN
          WHERE (p_namespace IS NULL OR q.namespace = p_namespace)
            AND (p_task IS NULL OR q.task = p_task)
          ORDER BY q.priority DESC,
+                  -- From the group's claim floor (functions/pop_claim): no head_at is below
+                  -- it, and below it lie the dead index entries a held xmin keeps.
                   (SELECT min(cs.head_at) FROM queen.consumer_state cs
-                    WHERE cs.queue_id = q.id AND cs.consumer_group = p_group) NULLS LAST,
+                    WHERE cs.queue_id = q.id AND cs.consumer_group = p_group
+                      AND cs.head_at >= coalesce(
+                          (SELECT s.claim_floor FROM queen.subscriptions s
+                            WHERE s.queue_id = q.id AND s.consumer_group = p_group),
+                          '-infinity')) NULLS LAST,
                   q.name
     LOOP
         got := 0;
