@@ -98,19 +98,16 @@ async def explain(url: str) -> dict[str, Any]:
             "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'queen' "
             "AND table_name = 'subscriptions' AND column_name = 'claim_floor'")
         scan = SCAN_FROM_FLOOR if floored else SCAN_JOINED
-        async with conn.transaction():
+        tx = conn.transaction()  # rolled back: the scan locks what it finds
+        await tx.start()
+        try:
             plan = [r[0] for r in await conn.fetch(
                 "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + scan, queue_id, group)]
-            raise _RollBack
-    except _RollBack:
-        pass
+        finally:
+            await tx.rollback()
     finally:
         await conn.close()
     return {"scan": "from the floor" if floored else "joined, from the start", "plan": plan}
-
-
-class _RollBack(Exception):
-    pass
 
 
 def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.Namespace,
@@ -141,24 +138,26 @@ def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.
         stop = threading.Event()
         holder = threading.Thread(target=lambda: asyncio.run(hold(stop)))
         holder.start()
-        time.sleep(1)
-        pushes = lua_script(10, PARTITIONS)
-        asyncio.run(sql(admin, "SELECT pg_stat_statements_reset()"))
-        pushed: dict[str, Any] = {}
-        producer = threading.Thread(target=lambda: pushed.update(
-            wrk(burl, pushes, connections=2, seconds=args.hold_seconds, threads=1)))
-        producer.start()
-        run = wrk(burl, popack, connections=8, seconds=args.hold_seconds)
-        producer.join()
-        dead = asyncio.run(sql(url, "SELECT relname, n_dead_tup FROM pg_stat_user_tables "
-                                    "WHERE relname IN ('consumer_state', 'partitions')"))
-        side["held"] = {"requests_per_s": run["requests_per_s"],
-                        "push_requests_per_s": pushed.get("requests_per_s"),
-                        "dead_tuples": {r["relname"]: r["n_dead_tup"] for r in dead},
-                        "statements": statements(admin, name),
-                        "explain": asyncio.run(explain(url))}
-        stop.set()
-        holder.join()
+        try:
+            time.sleep(1)
+            pushes = lua_script(10, PARTITIONS)
+            asyncio.run(sql(admin, "SELECT pg_stat_statements_reset()"))
+            pushed: dict[str, Any] = {}
+            producer = threading.Thread(target=lambda: pushed.update(
+                wrk(burl, pushes, connections=2, seconds=args.hold_seconds, threads=1)))
+            producer.start()
+            run = wrk(burl, popack, connections=8, seconds=args.hold_seconds)
+            producer.join()
+            dead = asyncio.run(sql(url, "SELECT relname, n_dead_tup FROM pg_stat_user_tables "
+                                        "WHERE relname IN ('consumer_state', 'partitions')"))
+            side["held"] = {"requests_per_s": run["requests_per_s"],
+                            "push_requests_per_s": pushed.get("requests_per_s"),
+                            "dead_tuples": {r["relname"]: r["n_dead_tup"] for r in dead},
+                            "statements": statements(admin, name),
+                            "explain": asyncio.run(explain(url))}
+        finally:
+            stop.set()
+            holder.join()
         log(f"{name}: held done ({run['requests_per_s']:.0f} req/s)")
     return side
 
