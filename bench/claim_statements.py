@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-from common import broker, log, write_results, wrk
+from common import broker, log, statements_database, write_results, wrk
 from pop import POPACK_LUA, lua_file, prefill
 from push import lua_script
-
-from queen_trio.storage.embedded import EmbeddedPostgres
 
 QUEUE = "bench.claims"
 PARTITIONS = 100
@@ -168,27 +164,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--hold-seconds", type=float, default=120)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
-    server = EmbeddedPostgres(folder)
-    admin = server.start()
-    asyncio.run(sql(admin, "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"))
-    asyncio.run(sql(admin, "ALTER SYSTEM SET pg_stat_statements.track = 'all'"))
-    asyncio.run(sql(admin, "ALTER SYSTEM SET pg_stat_statements.track_planning = on"))
-    server.stop()
-    admin = server.start()
-    asyncio.run(sql(admin, "CREATE EXTENSION pg_stat_statements"))
     sides = [("before", args.before)] if args.before else []
     sides.append(("after", None))
     results: dict[str, Any] = {"seconds": args.seconds, "hold_seconds": args.hold_seconds}
-    try:
+    with statements_database("pg_stat_statements.track_planning = on") as admin:
         for name, code in sides:
             asyncio.run(sql(admin, f"CREATE DATABASE {name}"))
             url = admin.rsplit("/", 1)[0] + "/" + name + (
                 "?" + admin.split("?", 1)[1] if "?" in admin else "")
             results[name] = run_side(admin, url, name, code, args)
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
     write_results("claim_statements", results)
     for name, _code in sides:
         for phase in ("steady", "held"):

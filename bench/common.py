@@ -50,6 +50,41 @@ def database():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def statements_database(*settings: str):
+    """A fresh embedded PostgreSQL with pg_stat_statements loaded and created, counting the
+    statements inside functions too (track = all); `settings` are more `ALTER SYSTEM SET`
+    bodies (say "pg_stat_statements.track_planning = on"). Yields its URL."""
+    import asyncio
+
+    import asyncpg
+
+    from queen_trio.storage.embedded import EmbeddedPostgres
+
+    async def run(url: str, *statements: str) -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
+    server = EmbeddedPostgres(folder)
+    url = server.start()
+    try:
+        asyncio.run(run(url, "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'",
+                        "ALTER SYSTEM SET pg_stat_statements.track = 'all'",
+                        *(f"ALTER SYSTEM SET {setting}" for setting in settings)))
+        server.stop()
+        url = server.start()
+        asyncio.run(run(url, "CREATE EXTENSION pg_stat_statements"))
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def wait_http(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

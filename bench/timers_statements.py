@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -29,9 +27,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-from common import broker, log, write_results
-
-from queen_trio.storage.embedded import EmbeddedPostgres
+from common import broker, log, statements_database, write_results
 
 SEED = """INSERT INTO queen.timers (queue, timer_key, deliver_at, txn, message_id, payload)
           SELECT 'bench.pending', 'k' || n, clock_timestamp() + interval '1 hour',
@@ -136,33 +132,21 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--idle", type=float, default=10.0)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
-    server = EmbeddedPostgres(folder)
-    url = server.start()
-    asyncio.run(run_sql(url, "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'",
-                        "ALTER SYSTEM SET pg_stat_statements.track = 'all'"))
-    server.stop()
-    url = server.start()
-    asyncio.run(run_sql(url, "CREATE EXTENSION pg_stat_statements"))
     phases: dict[str, Any] = {}
-    try:
-        with broker(url) as (burl, _proc, _own):
-            workload(burl, 0)  # warm up
-            for phase in ("none", "pending", "none again"):
-                if phase == "pending":
-                    asyncio.run(run_sql(url, SEED, args=(args.pending,)))
-                if phase == "none again":
-                    asyncio.run(run_sql(url, "DELETE FROM queen.timers"))
-                asyncio.run(run_sql(url, "VACUUM ANALYZE queen.timers", "CHECKPOINT"))
-                plans = asyncio.run(explains(url))
-                asyncio.run(run_sql(url, "SELECT pg_stat_statements_reset()"))
-                workload(burl, args.idle)
-                phases[phase] = {"statements": asyncio.run(statement_stats(url)),
-                                 "explain": plans}
-                log(f"{phase}: done")
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with statements_database() as url, broker(url) as (burl, _proc, _own):
+        workload(burl, 0)  # warm up
+        for phase in ("none", "pending", "none again"):
+            if phase == "pending":
+                asyncio.run(run_sql(url, SEED, args=(args.pending,)))
+            if phase == "none again":
+                asyncio.run(run_sql(url, "DELETE FROM queen.timers"))
+            asyncio.run(run_sql(url, "VACUUM ANALYZE queen.timers", "CHECKPOINT"))
+            plans = asyncio.run(explains(url))
+            asyncio.run(run_sql(url, "SELECT pg_stat_statements_reset()"))
+            workload(burl, args.idle)
+            phases[phase] = {"statements": asyncio.run(statement_stats(url)),
+                             "explain": plans}
+            log(f"{phase}: done")
     names = list(phases)
     every = sorted({q for p in phases.values() for q in p["statements"]},
                    key=lambda q: -max(p["statements"].get(q, {}).get("ms", 0)
