@@ -57,17 +57,8 @@ def statements_database(*settings: str):
     bodies (say "pg_stat_statements.track_planning = on"). Yields its URL."""
     import asyncio
 
-    import asyncpg
-
     from queen_trio.storage.embedded import EmbeddedPostgres
-
-    async def run(url: str, *statements: str) -> None:
-        conn = await asyncpg.connect(url)
-        try:
-            for statement in statements:
-                await conn.execute(statement)
-        finally:
-            await conn.close()
+    from tests.support.outage import execute_statements as run
 
     folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
     server = EmbeddedPostgres(folder)
