@@ -58,6 +58,8 @@ def statements_database(*settings: str):
     import asyncio
 
     from queen_trio.storage.embedded import EmbeddedPostgres
+
+    sys.path.insert(0, str(ROOT))  # as dashboard_load.py does, for the tests' helpers
     from tests.support.outage import execute_statements as run
 
     folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
