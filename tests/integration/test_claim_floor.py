@@ -10,7 +10,7 @@ import contextlib
 import asyncpg
 import trio
 
-from tests.support.consuming import ack_batch, data, pop, push
+from tests.support.consuming import ack_batch, consume_all, data, pop, push
 from tests.support.db import db_execute, db_fetch, db_fetchrow
 
 AGE = "interval '1 hour'"
@@ -37,14 +37,6 @@ async def age_messages(broker, partition=None):
                           ("dead_letters", "message_created_at")):
         await db_execute(broker.db,
                          f"UPDATE queen.{table} SET {column} = {column} - {AGE}{where}")
-
-
-async def consume_all(client, queue, group):
-    got = []
-    while (reply := await pop(client, queue, batch=10, consumerGroup=group)) is not None:
-        got += data(reply)
-        await ack_batch(client, reply["messages"], group=group)
-    return got
 
 
 async def heads(broker):

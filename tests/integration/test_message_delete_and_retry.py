@@ -8,7 +8,7 @@ import contextlib
 import asyncpg
 import trio
 
-from tests.support.consuming import ack, ack_batch, configure, data, pop, push
+from tests.support.consuming import ack, ack_batch, configure, consume_all, data, pop, push
 from tests.support.db import db_execute, db_fetchval
 
 
@@ -34,14 +34,6 @@ async def dlq(client, group):
 async def expire_leases(broker):
     await db_execute(broker.db, "UPDATE queen.consumer_state SET lease_expires_at = "
                      "clock_timestamp() - interval '1 s' WHERE lease_id IS NOT NULL")
-
-
-async def consume_all(client, queue, group, batch=10):
-    got = []
-    while (reply := await pop(client, queue, batch=batch, consumerGroup=group)) is not None:
-        got += data(reply)
-        await ack_batch(client, reply["messages"], group=group)
-    return got
 
 
 async def test_a_deleted_message_is_hidden_from_every_group_and_count(client, broker):

@@ -57,6 +57,15 @@ async def ack_batch(client, messages: list[dict], status: str = "completed", *,
     return r.json()
 
 
+async def consume_all(client, queue: str, group: str | None, batch: int = 10) -> list[Any]:
+    """Pop and ack (`/ack/batch`) until the group has nothing left; the payloads, in order."""
+    got: list[Any] = []
+    while (reply := await pop(client, queue, batch=batch, consumerGroup=group)) is not None:
+        got += data(reply)
+        await ack_batch(client, reply["messages"], group=group)
+    return got
+
+
 async def configure(client, queue: str, **options: Any) -> None:
     r = await client.post("/api/v1/configure", json={"queue": queue, "options": options})
     assert r.status_code == 200, r.text

@@ -121,19 +121,17 @@ BEGIN
         END IF;
     END IF;
     floor_at := coalesce(floor_at, '-infinity');
+    r.conflation := policy;
+    r.superseded := 0;
     IF p_partition IS NOT NULL THEN
         SELECT p.id INTO part_id FROM queen.partitions p
          WHERE p.queue_id = q.id AND p.name = p_partition;
         IF part_id IS NULL THEN
             -- No such partition (yet): nothing to claim, no time to look again.
-            r.conflation := policy;
-            r.superseded := 0;
             RETURN NEXT r;
             RETURN;
         END IF;
     END IF;
-    r.conflation := policy;
-    r.superseded := 0;
     cut_at := now_at - make_interval(secs => q.delayed_processing);
     lease_secs := CASE WHEN q.lease_time > 0 THEN q.lease_time ELSE 60 END;
 
