@@ -84,14 +84,16 @@ def populated_url(module_database_url: str) -> Iterator[str]:
     yield module_database_url
 
 
-def test_the_claim_finds_pending_partitions_through_consumer_state_pending(populated_url):
+def test_the_claim_finds_pending_partitions_through_consumer_heads(populated_url):
     plans, rows = plans_of(populated_url, "SELECT * FROM queen.pop_claim('q7', NULL, 'g1', 10, 1, "
                            "gen_random_uuid(), false, 'all', NULL)")
     (claimed,) = {r["partition_name"] for r in rows}
     assert claimed in {f"p{n}" for n in range(10, 101, 10)}
-    (candidates,) = executions(plans, "FROM queen.consumer_state st",
+    (candidates,) = executions(plans, "FROM queen.consumer_heads h",
                                "FOR UPDATE OF st SKIP LOCKED")
-    assert uses_index(candidates, "consumer_state_pending"), candidates.describe()
+    # The group's heads in order, then each candidate's state row by its key.
+    assert uses_index(candidates, "consumer_heads_pkey"), candidates.describe()
+    assert uses_index(candidates, "consumer_state_pkey"), candidates.describe()
     assert not seq_scans(candidates), candidates.describe()
 
 
@@ -124,9 +126,9 @@ def test_the_retention_scans_read_segments_and_consumer_state_through_their_inde
     assert uses_index(expired, "segments_partition_time"), expired.describe()
     assert "segments" not in seq_scans(expired), expired.describe()
     # maxWaitTimeSeconds: the groups with something pending for too long.
-    (waiting,) = executions(plans, "FROM queen.consumer_state cs", "q.max_wait_time_seconds > 0")
-    assert uses_index(waiting, "consumer_state_pending"), waiting.describe()
-    assert "consumer_state" not in seq_scans(waiting), waiting.describe()
+    (waiting,) = executions(plans, "JOIN queen.consumer_heads h", "q.max_wait_time_seconds > 0")
+    assert uses_index(waiting, "consumer_heads_pkey"), waiting.describe()
+    assert not {"consumer_heads", "consumer_state"} & seq_scans(waiting), waiting.describe()
     # ... and the segments of each such group, from the one holding its cursor: a range of
     # the primary key (segments_time, led by the commit time, would walk every partition's
     # old segment headers for each group; a run that ANALYZEd differently once chose it).

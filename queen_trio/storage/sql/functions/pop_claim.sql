@@ -23,6 +23,11 @@
 -- in the pop's transaction) to the oldest head_at, but never above the start of a transaction
 -- writing at the time; whoever sets a head_at below it forgets it
 -- (triggers/consumer_state_floor), and the next claim finds it again from the start.
+--
+-- Pending partitions are found in queen.consumer_heads (migration 0011), which the state
+-- rows' triggers keep: no index of consumer_state holds head_at or lease_id, so the claim's
+-- and the ack's updates of a state row are HOT. A candidate is claimed only if its row, as
+-- locked, still has the head the scan found it by; one that moved since is the next claim's.
 CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queue          text,
     p_partition      text,
@@ -111,10 +116,10 @@ BEGIN
                AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid();
             -- Every head_at is at or above the floor read under the lock (a writer that set
             -- one below it forgot it first): the oldest is found from there.
-            SELECT min(st.head_at) INTO floor_at
-              FROM queen.consumer_state st
-             WHERE st.queue_id = q.id AND st.consumer_group = p_group
-               AND st.head_at >= coalesce(floor_was, '-infinity');
+            SELECT min(h.head_at) INTO floor_at
+              FROM queen.consumer_heads h
+             WHERE h.queue_id = q.id AND h.consumer_group = p_group
+               AND h.head_at >= coalesce(floor_was, '-infinity');
             floor_at := least(floor_at, writing_from, now_at);
             UPDATE queen.subscriptions s SET claim_floor = floor_at, claim_floor_at = now_at
              WHERE s.queue_id = q.id AND s.consumer_group = p_group;
@@ -145,28 +150,34 @@ BEGIN
         OPEN candidates FOR
             SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
                    st.retry_count, st.ctid AS row_at
-              FROM queen.consumer_state st
-             WHERE st.queue_id = q.id AND st.consumer_group = p_group
-               AND (part_id IS NULL OR st.partition_id = part_id)
-               AND st.head_at >= floor_at AND st.head_at <= cut_at
+              FROM queen.consumer_heads h
+              JOIN queen.consumer_state st
+                ON st.partition_id = h.partition_id AND st.consumer_group = h.consumer_group
+             WHERE h.queue_id = q.id AND h.consumer_group = p_group
+               AND (part_id IS NULL OR h.partition_id = part_id)
+               AND h.head_at >= floor_at AND h.head_at <= cut_at
+               AND st.head_at = h.head_at
                AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
                AND (st.not_before IS NULL OR st.not_before <= now_at)
-             ORDER BY st.head_at, st.partition_id
+             ORDER BY h.head_at, h.partition_id
              LIMIT greatest(p_max_partitions, 1)
                FOR UPDATE OF st SKIP LOCKED;
     ELSE
         OPEN candidates FOR
             SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
                    st.retry_count, st.ctid AS row_at
-              FROM queen.consumer_state st
-              JOIN queen.partitions p ON p.id = st.partition_id
-             WHERE st.queue_id = q.id AND st.consumer_group = p_group
-               AND (part_id IS NULL OR st.partition_id = part_id)
-               AND st.head_at >= floor_at AND st.head_at <= cut_at
+              FROM queen.consumer_heads h
+              JOIN queen.consumer_state st
+                ON st.partition_id = h.partition_id AND st.consumer_group = h.consumer_group
+              JOIN queen.partitions p ON p.id = h.partition_id
+             WHERE h.queue_id = q.id AND h.consumer_group = p_group
+               AND (part_id IS NULL OR h.partition_id = part_id)
+               AND h.head_at >= floor_at AND h.head_at <= cut_at
+               AND st.head_at = h.head_at
                AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
                AND (st.not_before IS NULL OR st.not_before <= now_at)
                AND p.last_commit_at <= now_at - make_interval(secs => q.window_buffer)
-             ORDER BY st.head_at, st.partition_id
+             ORDER BY h.head_at, h.partition_id
              LIMIT greatest(p_max_partitions, 1)
                FOR UPDATE OF st SKIP LOCKED;
     END IF;
@@ -425,11 +436,13 @@ BEGIN
                                  THEN p.last_commit_at + make_interval(secs => q.window_buffer)
                                  ELSE '-infinity' END))
           INTO r.next_check_at
-          FROM queen.consumer_state st
-          JOIN queen.partitions p ON p.id = st.partition_id
-         WHERE st.queue_id = q.id AND st.consumer_group = p_group
-           AND (part_id IS NULL OR st.partition_id = part_id)
-           AND st.head_at >= floor_at;
+          FROM queen.consumer_heads h
+          JOIN queen.consumer_state st
+            ON st.partition_id = h.partition_id AND st.consumer_group = h.consumer_group
+          JOIN queen.partitions p ON p.id = h.partition_id
+         WHERE h.queue_id = q.id AND h.consumer_group = p_group
+           AND (part_id IS NULL OR h.partition_id = part_id)
+           AND h.head_at >= floor_at AND st.head_at = h.head_at;
         r.partition_id := NULL; r.partition_name := NULL; r.first_offset := NULL; r.created_at := NULL;
         r.frames := NULL; r.skip_frames := NULL; r.take_frames := NULL; r.frame_ends := NULL;
         r.superseded := 0;

@@ -32,9 +32,9 @@ BEGIN
          ORDER BY q.priority DESC,
                   -- From the group's claim floor (functions/pop_claim): no head_at is below
                   -- it, and below it lie the dead index entries a held xmin keeps.
-                  (SELECT min(cs.head_at) FROM queen.consumer_state cs
-                    WHERE cs.queue_id = q.id AND cs.consumer_group = p_group
-                      AND cs.head_at >= coalesce(
+                  (SELECT min(h.head_at) FROM queen.consumer_heads h
+                    WHERE h.queue_id = q.id AND h.consumer_group = p_group
+                      AND h.head_at >= coalesce(
                           (SELECT s.claim_floor FROM queen.subscriptions s
                             WHERE s.queue_id = q.id AND s.consumer_group = p_group),
                           '-infinity')) NULLS LAST,

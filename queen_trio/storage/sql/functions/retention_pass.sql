@@ -71,10 +71,13 @@ BEGIN
     budget := p_limit;
     FOR st IN
         SELECT cs.partition_id, cs.consumer_group, cs.cursor_offset, q.max_wait_time_seconds
-          FROM queen.consumer_state cs
-          JOIN queen.queues q ON q.id = cs.queue_id
-         WHERE q.max_wait_time_seconds > 0 AND cs.head_at IS NOT NULL
-           AND cs.head_at < now_at - make_interval(secs => q.max_wait_time_seconds)
+          FROM queen.queues q
+          JOIN queen.consumer_heads h ON h.queue_id = q.id
+          JOIN queen.consumer_state cs
+            ON cs.partition_id = h.partition_id AND cs.consumer_group = h.consumer_group
+         WHERE q.max_wait_time_seconds > 0
+           AND h.head_at < now_at - make_interval(secs => q.max_wait_time_seconds)
+           AND cs.head_at = h.head_at
            AND (cs.lease_id IS NULL OR cs.lease_expires_at <= now_at)
          ORDER BY cs.partition_id, cs.consumer_group
            FOR UPDATE OF cs SKIP LOCKED
