@@ -16,8 +16,11 @@ same workload, one side after the other:
    connections) and pushes at batch 10 (2 connections) run beside it for `--hold-seconds`.
 
 After each phase: per statement, calls, plans, buffers per call and µs per call (the µs
-depend on the machine; calls, plans and buffers much less), and the plan of the claim's
-candidate scan, as each side's queen.pop_claim writes it, with its buffers. Results go to
+depend on the machine; calls, plans and buffers much less), the plan of the claim's
+candidate scan, as each side's queen.pop_claim writes it, with its buffers, and the rows
+written to consumer_state (how many of its updates were HOT) and the side tables that hold
+its claim index since migration 0011 (docs/performance.md#hot-state-rows), with the WAL
+written per request. Results go to
 bench/results/claim_statements.json; the tables are printed as Markdown.
 """
 
@@ -61,6 +64,26 @@ SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until, st.re
    AND (st.not_before IS NULL OR st.not_before <= clock_timestamp())
  ORDER BY st.head_at, st.partition_id LIMIT 1 FOR UPDATE OF st SKIP LOCKED"""
 
+SCAN_HEADS = """
+SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until, st.retry_count
+  FROM queen.consumer_heads h
+  JOIN queen.consumer_state st
+    ON st.partition_id = h.partition_id AND st.consumer_group = h.consumer_group
+ WHERE h.queue_id = $1 AND h.consumer_group = $2
+   AND h.head_at >= coalesce((SELECT s.claim_floor FROM queen.subscriptions s
+                               WHERE s.queue_id = $1 AND s.consumer_group = $2),
+                             '-infinity')
+   AND h.head_at <= clock_timestamp() AND st.head_at = h.head_at
+   AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= clock_timestamp())
+   AND (st.not_before IS NULL OR st.not_before <= clock_timestamp())
+ ORDER BY h.head_at, h.partition_id LIMIT 1 FOR UPDATE OF st SKIP LOCKED"""
+
+# Updates of the state rows (and how many were HOT), and the WAL written, over a phase.
+TABLE_WRITES = """
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables
+ WHERE schemaname = 'queen' AND relname IN ('consumer_state', 'consumer_heads',
+                                            'consumer_leases')"""
+
 STATEMENTS = """
 SELECT calls, plans, total_exec_time AS ms, shared_blks_hit + shared_blks_read AS buffers,
        left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS q
@@ -93,7 +116,10 @@ async def explain(url: str) -> dict[str, Any]:
         floored = await conn.fetchval(
             "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'queen' "
             "AND table_name = 'subscriptions' AND column_name = 'claim_floor'")
-        scan = SCAN_FROM_FLOOR if floored else SCAN_JOINED
+        heads = await conn.fetchval("SELECT to_regclass('queen.consumer_heads') IS NOT NULL")
+        scan, form = ((SCAN_HEADS, "through consumer_heads, from the floor") if heads else
+                      (SCAN_FROM_FLOOR, "from the floor") if floored else
+                      (SCAN_JOINED, "joined, from the start"))
         tx = conn.transaction()  # rolled back: the scan locks what it finds
         await tx.start()
         try:
@@ -103,7 +129,36 @@ async def explain(url: str) -> dict[str, Any]:
             await tx.rollback()
     finally:
         await conn.close()
-    return {"scan": "from the floor" if floored else "joined, from the start", "plan": plan}
+    return {"scan": form, "plan": plan}
+
+
+async def writes_mark(url: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        await asyncio.sleep(2)  # the brokers' backends report their counts once idle
+        rows = await conn.fetch(TABLE_WRITES)
+        lsn = await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+    finally:
+        await conn.close()
+    return {"wal": int(lsn), **{r["relname"]: dict(r) for r in rows}}
+
+
+def writes_between(before: dict[str, Any], after: dict[str, Any], requests: float,
+                   ) -> dict[str, Any]:
+    """WAL bytes per wrk request of the phase (a pop or an ack; the held phase's pushes
+    write beside them), and each table's row writes over the phase, with the share of its
+    updates that were HOT."""
+    out: dict[str, Any] = {"wal_bytes_per_request": round((after["wal"] - before["wal"])
+                                                          / max(requests, 1))}
+    for table, now in after.items():
+        if table == "wal":
+            continue
+        was = before.get(table, {})
+        delta = {k: now[k] - was.get(k, 0) for k in ("n_tup_ins", "n_tup_upd",
+                                                     "n_tup_hot_upd", "n_tup_del")}
+        out[table] = {**delta, "hot_share": round(delta["n_tup_hot_upd"]
+                                                  / max(delta["n_tup_upd"], 1), 3)}
+    return out
 
 
 def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.Namespace,
@@ -114,8 +169,11 @@ def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.
         popack = lua_file(POPACK_LUA % (QUEUE, 10))
         wrk(burl, popack, connections=16, seconds=2)  # every statement planned once
         asyncio.run(sql(admin, "SELECT pg_stat_statements_reset()"))
+        mark = asyncio.run(writes_mark(url))
         run = wrk(burl, popack, connections=16, seconds=args.seconds)
         side["steady"] = {"requests_per_s": run["requests_per_s"],
+                          "writes": writes_between(mark, asyncio.run(writes_mark(url)),
+                                                   run["requests"]),
                           "statements": statements(admin, name),
                           "explain": asyncio.run(explain(url))}
         log(f"{name}: steady done ({run['requests_per_s']:.0f} req/s)")
@@ -138,6 +196,7 @@ def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.
             time.sleep(1)
             pushes = lua_script(10, PARTITIONS)
             asyncio.run(sql(admin, "SELECT pg_stat_statements_reset()"))
+            mark = asyncio.run(writes_mark(url))
             pushed: dict[str, Any] = {}
             producer = threading.Thread(target=lambda: pushed.update(
                 wrk(burl, pushes, connections=2, seconds=args.hold_seconds, threads=1)))
@@ -145,10 +204,13 @@ def run_side(admin: str, url: str, name: str, code: Path | None, args: argparse.
             run = wrk(burl, popack, connections=8, seconds=args.hold_seconds)
             producer.join()
             dead = asyncio.run(sql(url, "SELECT relname, n_dead_tup FROM pg_stat_user_tables "
-                                        "WHERE relname IN ('consumer_state', 'partitions')"))
+                                        "WHERE relname IN ('consumer_state', 'partitions', "
+                                        "'consumer_heads', 'consumer_leases')"))
             side["held"] = {"requests_per_s": run["requests_per_s"],
                             "push_requests_per_s": pushed.get("requests_per_s"),
                             "dead_tuples": {r["relname"]: r["n_dead_tup"] for r in dead},
+                            "writes": writes_between(mark, asyncio.run(writes_mark(url)),
+                                                     run["requests"]),
                             "statements": statements(admin, name),
                             "explain": asyncio.run(explain(url))}
         finally:
@@ -184,6 +246,7 @@ def main() -> None:
             for s in got["statements"][:10]:
                 print(f"| `{s['statement'][:90]}` | {s['calls']} | {s['plans']} | "
                       f"{s['buffers_per_call']} | {s['us_per_call']} |")
+            print(f"\nRow writes over the phase: {got['writes']}")
             print(f"\nThe candidate scan ({got['explain']['scan']}):\n\n```")
             print("\n".join(got["explain"]["plan"]))
             print("```")

@@ -1,6 +1,7 @@
 """The claim's index outside the state rows (migration 0011, functions/keep_consumer_index):
-queen.consumer_heads and queen.consumer_leases always say what consumer_state says, and no
-index of consumer_state holds a column a claim or an ack changes, so their updates are HOT."""
+queen.consumer_heads (with each head's not_until: its live lease or retryDelay) and
+queen.consumer_leases always say what consumer_state says, and no index of consumer_state
+holds a column a claim or an ack changes, so their updates are HOT."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import uuid
 from tests.support.consuming import ack, ack_batch, consume_all, data, pop, push
 from tests.support.db import db_execute, db_fetch
 
-STATE_HEADS = """SELECT queue_id, consumer_group, head_at, partition_id
-                   FROM queen.consumer_state WHERE head_at IS NOT NULL"""
-HEADS = "SELECT queue_id, consumer_group, head_at, partition_id FROM queen.consumer_heads"
+STATE_HEADS = """SELECT queue_id, consumer_group, head_at, partition_id,
+                          greatest(lease_expires_at, not_before)
+                     FROM queen.consumer_state WHERE head_at IS NOT NULL"""
+HEADS = """SELECT queue_id, consumer_group, head_at, partition_id, not_until
+             FROM queen.consumer_heads"""
 STATE_LEASES = """SELECT lease_id, partition_id, consumer_group
                     FROM queen.consumer_state WHERE lease_id IS NOT NULL"""
 LEASES = "SELECT lease_id, partition_id, consumer_group FROM queen.consumer_leases"

@@ -26,8 +26,10 @@
 --
 -- Pending partitions are found in queen.consumer_heads (migration 0011), which the state
 -- rows' triggers keep: no index of consumer_state holds head_at or lease_id, so the claim's
--- and the ack's updates of a state row are HOT. A candidate is claimed only if its row, as
--- locked, still has the head the scan found it by; one that moved since is the next claim's.
+-- and the ack's updates of a state row are HOT. A head leased or delayed (not_until) is
+-- passed over without reading its state row; a candidate is claimed only if its row, as
+-- locked, still has the head the scan found it by (one that moved since is the next
+-- claim's) and no live lease or retryDelay.
 CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queue          text,
     p_partition      text,
@@ -156,6 +158,7 @@ BEGIN
              WHERE h.queue_id = q.id AND h.consumer_group = p_group
                AND (part_id IS NULL OR h.partition_id = part_id)
                AND h.head_at >= floor_at AND h.head_at <= cut_at
+               AND (h.not_until IS NULL OR h.not_until <= now_at)
                AND st.head_at = h.head_at
                AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
                AND (st.not_before IS NULL OR st.not_before <= now_at)
@@ -173,6 +176,7 @@ BEGIN
              WHERE h.queue_id = q.id AND h.consumer_group = p_group
                AND (part_id IS NULL OR h.partition_id = part_id)
                AND h.head_at >= floor_at AND h.head_at <= cut_at
+               AND (h.not_until IS NULL OR h.not_until <= now_at)
                AND st.head_at = h.head_at
                AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= now_at)
                AND (st.not_before IS NULL OR st.not_before <= now_at)
@@ -429,20 +433,20 @@ BEGIN
 
     IF claimed = 0 THEN
         -- When might something become deliverable? (the long poll parks until then at most)
-        SELECT min(greatest(st.head_at + make_interval(secs => q.delayed_processing),
-                            coalesce(st.lease_expires_at, '-infinity'),
-                            coalesce(st.not_before, '-infinity'),
+        -- From the heads alone (and the partition rows only for a window buffer): under a
+        -- held xmin each state row read walks every version of it.
+        SELECT min(greatest(h.head_at + make_interval(secs => q.delayed_processing),
+                            coalesce(h.not_until, '-infinity'),
                             CASE WHEN q.window_buffer > 0
-                                 THEN p.last_commit_at + make_interval(secs => q.window_buffer)
+                                 THEN (SELECT p.last_commit_at
+                                              + make_interval(secs => q.window_buffer)
+                                         FROM queen.partitions p WHERE p.id = h.partition_id)
                                  ELSE '-infinity' END))
           INTO r.next_check_at
           FROM queen.consumer_heads h
-          JOIN queen.consumer_state st
-            ON st.partition_id = h.partition_id AND st.consumer_group = h.consumer_group
-          JOIN queen.partitions p ON p.id = h.partition_id
          WHERE h.queue_id = q.id AND h.consumer_group = p_group
            AND (part_id IS NULL OR h.partition_id = part_id)
-           AND h.head_at >= floor_at AND st.head_at = h.head_at;
+           AND h.head_at >= floor_at;
         r.partition_id := NULL; r.partition_name := NULL; r.first_offset := NULL; r.created_at := NULL;
         r.frames := NULL; r.skip_frames := NULL; r.take_frames := NULL; r.frame_ends := NULL;
         r.superseded := 0;

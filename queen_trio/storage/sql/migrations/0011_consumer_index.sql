@@ -5,14 +5,19 @@
 -- left the old ones for vacuum. Those two indexes now live in two narrow tables of their
 -- own, which the state rows' triggers keep (functions/keep_consumer_index): a row per
 -- (partition, group) with something pending, keyed by its head_at, and a row per leased
--- (partition, group), keyed by its lease. Their rows are inserted and deleted, never
--- updated, each under a key of its own. consumer_state keeps only indexes on columns that
--- never change, and room on its pages for the new versions of its rows.
+-- (partition, group), keyed by its lease. Their keys are never updated: a moved head or a
+-- new lease is a row deleted and a row inserted under a key of its own. consumer_state keeps
+-- only indexes on columns that never change, and room on its pages for new versions.
 CREATE TABLE queen.consumer_heads (
     queue_id       uuid NOT NULL,
     consumer_group text NOT NULL,
     head_at        timestamptz NOT NULL,
     partition_id   uuid NOT NULL,
+    -- Not claimable before this time: the row's live lease or retryDelay (the later of its
+    -- lease_expires_at and not_before; NULL: neither). The claim skips such rows without
+    -- reading their state rows, which a held xmin makes long to read; not indexed, so the
+    -- claims and acks that change it update this row HOT.
+    not_until      timestamptz,
     PRIMARY KEY (queue_id, consumer_group, head_at, partition_id)
 );
 
