@@ -2,7 +2,8 @@
 
     python bench/profile.py CASE [--seconds 10] [--out /tmp/profile.txt]   (needs py-spy)
 
-CASE: push1 or push10 (pushes at batch 1 or 10 over 100 partitions), autoack1, autoack10,
+CASE: push1, push10 or push100 (pushes at batch 1, 10 or 100 over 100 partitions),
+binary100 (the 2.6 client's binary push body at batch 100), autoack1, autoack10,
 popack1 or popack10 (autoAck pops, or pops each followed by an ack, at batch 1 or 10, on a
 prefilled queue). The raw samples go to OUT.raw; OUT gets the self and inclusive shares of
 the hottest frames, and the samples split into hypercorn (sending the response; reading, h11
@@ -65,8 +66,8 @@ def summarise(raw: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=["push1", "push10", "autoack1", "autoack10", "popack1",
-                                         "popack10"])
+    parser.add_argument("case", choices=["push1", "push10", "push100", "binary100", "autoack1",
+                                         "autoack10", "popack1", "popack10"])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--out", default="/tmp/profile.txt")
     args = parser.parse_args()
@@ -75,7 +76,10 @@ def main() -> None:
         raise SystemExit("py-spy is not installed: pip install py-spy")
     with database() as db_url, broker(db_url) as (url, proc, _):
         if args.case.startswith("push"):
-            script, target = lua_script(1 if args.case == "push1" else 10, 100), url + "/api/v1/push"
+            script = lua_script(int(args.case.removeprefix("push")), 100)
+            target = url + "/api/v1/push"
+        elif args.case == "binary100":  # the 2.6 client's binary body (binary_push=True)
+            script, target = lua_script(100, 100, "plain"), url + "/api/v1/push"
         else:
             batch = int(args.case.removeprefix("autoack").removeprefix("popack"))
             # Per partition: more than a run consumes at either batch.
