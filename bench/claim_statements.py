@@ -73,7 +73,8 @@ SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until, st.re
    AND h.head_at >= coalesce((SELECT s.claim_floor FROM queen.subscriptions s
                                WHERE s.queue_id = $1 AND s.consumer_group = $2),
                              '-infinity')
-   AND h.head_at <= clock_timestamp() AND st.head_at = h.head_at
+   AND h.head_at <= clock_timestamp()
+   AND (h.not_until IS NULL OR h.not_until <= clock_timestamp()) AND st.head_at = h.head_at
    AND (st.lease_expires_at IS NULL OR st.lease_expires_at <= clock_timestamp())
    AND (st.not_before IS NULL OR st.not_before <= clock_timestamp())
  ORDER BY h.head_at, h.partition_id LIMIT 1 FOR UPDATE OF st SKIP LOCKED"""
