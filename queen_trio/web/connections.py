@@ -11,15 +11,18 @@ request that does not wait needs no watcher task to learn it.
 
 `serve` is hypercorn's trio `worker_serve` with these listeners in place of plain ones
 (hypercorn has no hook for its listeners), and each connection served by `_Connection`:
-hypercorn's `TCPServer` with two costs of every request taken off.
+hypercorn's `TCPServer` with three costs of every request taken off.
 
 - A response goes out in one write. hypercorn writes a response's head, its body and its
   (empty, with a content-length) end as three sends, each under a lock and a shielded cancel
   scope: here the head waits for the body, the two leave in one `send`, and an empty write
   costs nothing.
-- The keep-alive clock is one task per connection whose deadline moves. hypercorn stops its
-  idle task when a request starts and starts a new one (a task, a nursery handshake, a lock)
-  once the request is answered.
+- The keep-alive clock is one task per connection, which a request does not touch: it notes
+  when its connection went idle, and the task looks when its deadline passes. hypercorn stops
+  its idle task when a request starts and starts a new one (a task, a nursery handshake, a
+  lock) once the request is answered.
+- A read enters no cancel scope of its own: hypercorn wraps each in `fail_after(read_timeout
+  or inf)`, while here the stream's clock times a request and no read_timeout is set.
 
 That one idle task must end with its connection, or the connection's task group waits for it:
 it ends as soon as the connection is closed (by either side) or its client is gone (the read
@@ -46,7 +49,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.trio.lifespan import Lifespan
-from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ASGIFramework, ConnectionState, HTTPScope, LifespanState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
@@ -309,10 +312,9 @@ class _Connection(TCPServer):
             data, self._head = self._head + data, b""
             await self._write(data)
         elif isinstance(event, Updated):
+            # Only noted: the idle task looks at it when its deadline passes.
             self._idle_at = (trio.current_time() + self.config.keep_alive_timeout
                              if event.idle else math.inf)
-            if self._idle_scope is not None:
-                self._idle_scope.deadline = self._idle_at
         else:
             if isinstance(event, Closed) and self._head:
                 head, self._head = self._head, b""
@@ -340,12 +342,29 @@ class _Connection(TCPServer):
 
     async def _read_data(self) -> None:
         try:
-            await super()._read_data()
+            if self.config.read_timeout is None:
+                await self._read_untimed()
+            else:
+                await super()._read_data()
         finally:
             # The client is gone (end of file, a reset, a 408) or the stream was closed: no
             # keep-alive left to time. A request still running ends on its own (its client's
             # hang-up is known to it), and the connection closes with it.
             self._end_idle_task()
+
+    async def _read_untimed(self) -> None:
+        """hypercorn's read loop without its `fail_after(read_timeout or inf)` around each
+        read: with no read_timeout (the server sets none; the stream's own clock times a
+        request) that is a cancel scope entered and left per read for nothing."""
+        while True:
+            try:
+                data = await self.stream.receive_some(MAX_RECV)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
+                break
+            await self.protocol.handle(RawData(bytes(data)))
+            if not data:
+                break
+        await self.protocol.handle(Closed())
 
     async def _close(self) -> None:
         self._end_idle_task()
@@ -359,20 +378,34 @@ class _Connection(TCPServer):
     async def _idle_timeout(self) -> None:
         """Started once per connection (by `run`): closes the connection once it has been
         idle for the keep-alive timeout, or, once the server stops, if it is idle then. A
-        request moves the deadline (to never, then to the timeout after its answer): no task,
-        and no wake-up of this one, per request. It returns as soon as the connection is over.
+        request only notes when its connection went idle (`_idle_at`, never while it is
+        served): no task, no wake-up and no deadline moved per request. When this task's
+        deadline passes it looks: a connection idle since before it closes; one answered
+        since is waited on to its new deadline; one busy now is looked at again a keep-alive
+        timeout later. It returns as soon as the connection is over.
 
         A request answered after the server began to stop is not followed by an idle spell:
         hypercorn closes its connection instead of recycling it (which sets `_over`)."""
-        self._idle_at = trio.current_time() + self.config.keep_alive_timeout
-        with trio.CancelScope(deadline=self._idle_at) as self._idle_scope:
-            if not self._over:
-                await self.context.terminated.wait()
-        self._idle_scope = None
-        if self._over or self._idle_at == math.inf:
-            # Over already, or the server stops with a request running: that request's
-            # answer closes the connection.
-            return
+        keep_alive = self.config.keep_alive_timeout
+        deadline = self._idle_at = trio.current_time() + keep_alive
+        while True:
+            with trio.CancelScope(deadline=deadline) as self._idle_scope:
+                if not self._over:
+                    await self.context.terminated.wait()
+            self._idle_scope = None
+            if self._over:
+                return
+            if self.context.terminated.is_set():
+                if self._idle_at == math.inf:
+                    return  # the server stops with a request running: its answer closes
+                break
+            now = trio.current_time()
+            if self._idle_at == math.inf:
+                deadline = now + keep_alive
+            elif now < self._idle_at:
+                deadline = self._idle_at
+            else:
+                break
         with trio.CancelScope(shield=True):
             await self._initiate_server_close()
 
