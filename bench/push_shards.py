@@ -5,8 +5,8 @@
 
 Each config `WxS` is a broker of W workers with QUEEN_PUSH_SHARDS=S (each worker's shard
 committers; `Wx-` leaves the setting unset, the default); all run side by side on one
-embedded PostgreSQL. Every round runs wrk against each in turn (push at batch 1, then 10, 100
-partitions), and reads:
+embedded PostgreSQL. Every round runs wrk against each in turn (push at batch 1, 10, then
+100, over 100 partitions), and reads:
 
 - messages per second;
 - `queen.push_bundle` calls per request at batch 1 (pg_stat_user_functions: fewer calls per
@@ -56,9 +56,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     args = parser.parse_args()
     configs = args.configs.split(",")
-    keys = ("push1", "push10", "bundle_calls_per_request_b1", "broker_us_b1", "postgres_us_b1")
+    keys = ("push1", "push10", "push100", "bundle_calls_per_request_b1", "broker_us_b1", "postgres_us_b1")
     runs: dict[str, dict[str, list[float]]] = {c: {k: [] for k in keys} for c in configs}
-    scripts = {1: lua_script(1, 100), 10: lua_script(10, 100)}
+    scripts = {1: lua_script(1, 100), 10: lua_script(10, 100), 100: lua_script(100, 100)}
     with database() as db_url, ExitStack() as stack:
         track_functions(db_url)
         pg = postmaster_pid(db_url)
@@ -92,11 +92,11 @@ def main() -> None:
     path = write_results("push_shards", {"seconds": args.seconds, "rounds": args.rounds,
                                          "connections": args.connections, "runs": runs,
                                          "median": medians})
-    print("| workers × shards | push b1 msg/s | push b10 msg/s | push_bundle calls per "
-          "request b1 | broker µs b1 | PostgreSQL µs b1 |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| workers × shards | push b1 msg/s | push b10 msg/s | push b100 msg/s | push_bundle "
+          "calls per request b1 | broker µs b1 | PostgreSQL µs b1 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for config, m in medians.items():
-        print(f"| {config} | {m['push1']:,.0f} | {m['push10']:,.0f} | "
+        print(f"| {config} | {m['push1']:,.0f} | {m['push10']:,.0f} | {m['push100']:,.0f} | "
               f"{m['bundle_calls_per_request_b1']:.3f} | {m['broker_us_b1']:,.0f} | "
               f"{m['postgres_us_b1']:,.0f} |")
     print(f"results: {path}")

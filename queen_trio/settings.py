@@ -444,9 +444,9 @@ def usable_cpus() -> int:
 MAX_DEFAULT_WORKERS = 8
 # Push shard committers of a whole broker, split over its workers by default. A committer
 # bundles whatever is pending when its transaction starts, so more of them make smaller
-# bundles: more commits for the same messages. At 2 workers, 4 each pushed a quarter less
-# than 2 each (docs/performance.md, "The push lane's shards").
-PUSH_SHARDS_PER_BROKER = 4
+# bundles: more commits for the same messages. On 2 CPUs, 2 in all pushed 11 to 34 % more
+# than 4 in all, at 1 and at 2 workers (docs/performance.md, "The push lane's shards").
+PUSH_SHARDS_PER_BROKER = 2
 # Connections of the embedded cluster kept beyond the workers' budgets: migrations, the spool
 # CLI, an operator's psql.
 RESERVED_CONNECTIONS = 10

@@ -117,7 +117,7 @@ def test_each_worker_gets_a_share_of_the_pool_and_the_cluster_room_for_all() -> 
     assert eight.embedded_max_connections == 8 * (21 + 4 + 1) + 10
 
 
-@pytest.mark.parametrize(("workers", "shards"), [(1, 4), (2, 2), (3, 1), (4, 1), (8, 1)])
+@pytest.mark.parametrize(("workers", "shards"), [(1, 2), (2, 1), (3, 1), (4, 1), (8, 1)])
 def test_the_push_shards_of_a_broker_are_split_over_its_workers(workers: int, shards: int) -> None:
     settings = Settings(workers=workers, db_pool_size=20)
     assert settings.lane_shards == shards
