@@ -32,6 +32,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _unwind_on_sigterm() -> None:
+    """A bench stopped by SIGTERM (`kill`, a timeout) unwinds like one stopped by Ctrl-C: its
+    brokers are stopped and its embedded PostgreSQL with them, instead of left running."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 @contextmanager
 def database():
     """DATABASE_URL if set, else a fresh embedded PostgreSQL for the run."""
@@ -40,6 +47,7 @@ def database():
         return
     from queen_trio.storage.embedded import EmbeddedPostgres
 
+    _unwind_on_sigterm()
     folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
     server = EmbeddedPostgres(folder)
     url = server.start()
@@ -62,6 +70,7 @@ def statements_database(*settings: str):
     sys.path.insert(0, str(ROOT))  # as dashboard_load.py does, for the tests' helpers
     from tests.support.outage import execute_statements as run
 
+    _unwind_on_sigterm()
     folder = Path(tempfile.mkdtemp(prefix="queen-bench-"))
     server = EmbeddedPostgres(folder)
     url = server.start()

@@ -9,6 +9,8 @@ process loads bench/hops_site/sitecustomize.py, which stamps `time.perf_counter(
 monotonic clock for every process of the machine) at each hop:
 
     sent               the producer starts its request (the client's clock, same clock)
+    bytes_in           the request's bytes are read from its socket (worker 1)
+    app_call           hypercorn has parsed it (h11) and its app task calls queen-trio's app
     lane_submit        the push handler hands its group to the lane (worker 1)
     shard_dispatch     the shard committer starts its bundle
     aio_bundle_start   queen.push_bundle is sent, on the asyncio side of the bridge
@@ -49,7 +51,7 @@ from pop import RawClient
 
 SITE = Path(__file__).resolve().parent / "hops_site"
 # The trip's hops, in the order the path reaches them (the steps are taken between these).
-PATH = ("sent", "lane_submit", "shard_dispatch", "aio_bundle_start", "notify_received",
+PATH = ("sent", "bytes_in", "app_call", "lane_submit", "shard_dispatch", "aio_bundle_start", "notify_received",
         "claim_submit", "claim_dispatch", "claim_back", "pop_answered", "received")
 PUSH_SIDE = ("aio_bundle_end", "shard_settled")
 

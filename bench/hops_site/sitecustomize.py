@@ -14,12 +14,16 @@ if os.environ.get("HOP_LOG"):
     import queen_trio.consume.wakeups as _wakeups
     import queen_trio.push.bundle as _bundle
     import queen_trio.push.lane as _lane
+    import queen_trio.web.app as _app
+    import queen_trio.web.connections as _connections
 
     _out = open(f"{os.environ['HOP_LOG']}.{os.getpid()}", "a", buffering=1)  # noqa: SIM115
 
     def _mark(hop: str) -> None:
         _out.write(f"{time.perf_counter():.6f} {hop}\n")
 
+    _receive_some = _connections._TimedStream._receive_some
+    _app_call = _app.App.__call__
     _submit = _lane.PushLane.submit_nowait
     _commit_once = _lane.ShardCommitter._commit_once
     _run_bundle = _bundle.run_bundle
@@ -27,6 +31,17 @@ if os.environ.get("HOP_LOG"):
     _claim = _pop.Consumer._claim
     _claim_many = _pop.Consumer._claim_many
     _consumer_pop = _pop.Consumer.pop
+
+    async def _receive_some_(self, max_bytes):  # type: ignore[no-untyped-def]
+        data = await _receive_some(self, max_bytes)
+        if data:
+            _mark("bytes_in")
+        return data
+
+    async def _app_call_(self, scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] == "http":
+            _mark("app_call")
+        return await _app_call(self, scope, receive, send)
 
     def _submit_(self, packed):  # type: ignore[no-untyped-def]
         _mark("lane_submit")
@@ -62,6 +77,8 @@ if os.environ.get("HOP_LOG"):
             _mark("pop_answered")
         return delivery
 
+    _connections._TimedStream._receive_some = _receive_some_  # type: ignore[method-assign]
+    _app.App.__call__ = _app_call_  # type: ignore[method-assign]
     _lane.PushLane.submit_nowait = _submit_  # type: ignore[method-assign]
     _lane.ShardCommitter._commit_once = _commit_once_  # type: ignore[method-assign]
     _bundle.run_bundle = _run_bundle_
