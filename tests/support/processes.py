@@ -145,15 +145,12 @@ class RunningBroker:
         return self.proc.returncode
 
 
-@asynccontextmanager
-async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
-                         workers: int = 1, host: str | None = "127.0.0.1",
-                         health: int = 200,
-                         port: int | None = None) -> AsyncIterator[RunningBroker]:
-    """A broker process, every worker serving and answering /health with `health` (503: a
-    broker whose database is unreachable); stopped with SIGTERM (then SIGKILL) on the way
-    out. `host=None` gives it no `--host`: it listens where its default says."""
-    port = port or free_port()
+class _PortTaken(RuntimeError):
+    """The broker exited at start because another process took a port picked for it."""
+
+
+def _start_broker(env: dict[str, str] | None, args: list[str] | None, *, workers: int,
+                  host: str | None, port: int) -> RunningBroker:
     fd, output_name = tempfile.mkstemp(prefix="queen-broker-", suffix=".log")
     extra = []
     worker_urls = []
@@ -167,22 +164,62 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
         proc = subprocess.Popen(cmd, env=broker_env(env), stdout=fd, stderr=subprocess.STDOUT)
     finally:
         os.close(fd)
-    broker = RunningBroker(f"http://127.0.0.1:{port}", proc, Path(output_name), workers,
-                           worker_urls)
+    return RunningBroker(f"http://127.0.0.1:{port}", proc, Path(output_name), workers,
+                         worker_urls)
+
+
+async def _until_serving(broker: RunningBroker, health: int) -> None:
+    """Every worker answers /health with `health`; RuntimeError if the broker exits first
+    (_PortTaken when a port it was given was taken in between)."""
+    async with httpx.AsyncClient() as client:
+        with trio.fail_after(60):
+            for url in broker.worker_urls or [broker.url]:
+                while True:
+                    if broker.proc.poll() is not None:
+                        output = broker.output()
+                        error = _PortTaken if "Address already in use" in output else RuntimeError
+                        raise error(f"broker exited {broker.proc.returncode}: {output}")
+                    try:
+                        if (await client.get(url + "/health")).status_code == health:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    await trio.sleep(0.1)
+
+
+def _stop_now(broker: RunningBroker) -> None:
+    if broker.proc.poll() is None:
+        broker.proc.kill()
+    broker.proc.wait()
+    broker.keep_output()
+
+
+@asynccontextmanager
+async def running_broker(env: dict[str, str] | None = None, args: list[str] | None = None, *,
+                         workers: int = 1, host: str | None = "127.0.0.1",
+                         health: int = 200,
+                         port: int | None = None) -> AsyncIterator[RunningBroker]:
+    """A broker process, every worker serving and answering /health with `health` (503: a
+    broker whose database is unreachable); stopped with SIGTERM (then SIGKILL) on the way
+    out. `host=None` gives it no `--host`: it listens where its default says."""
+    for attempt in range(3):
+        # The ports are picked free, but a test running in parallel may take one before the
+        # broker binds it: then the broker starts again on others.
+        broker = _start_broker(env, args, workers=workers, host=host,
+                               port=port or free_port())
+        try:
+            await _until_serving(broker, health)
+        except _PortTaken:
+            _stop_now(broker)
+            if attempt == 2:
+                raise
+            continue
+        except BaseException:
+            _stop_now(broker)
+            raise
+        break
+    proc = broker.proc
     try:
-        async with httpx.AsyncClient() as client:
-            with trio.fail_after(60):
-                for url in worker_urls or [broker.url]:
-                    while True:
-                        if proc.poll() is not None:
-                            raise RuntimeError(f"broker exited {proc.returncode}: "
-                                               f"{broker.output()}")
-                        try:
-                            if (await client.get(url + "/health")).status_code == health:
-                                break
-                        except httpx.TransportError:
-                            pass
-                        await trio.sleep(0.1)
         yield broker
     finally:
         # Shielded: a test cancelled at its deadline must still stop its broker, or the
