@@ -165,7 +165,6 @@ async def _configure(conn: asyncpg.Connection, request: ConfigureRequest) -> dic
 async def _delete(conn: asyncpg.Connection, name: str) -> dict[str, Any]:
     partitions = [r["id"] for r in await Q.delete_queue_lock_partitions.fetch(conn, queue=name)]
     await Q.delete_queue_lock_states.execute(conn, partition_ids=partitions)
-    await Q.delete_queue_index.execute(conn, partition_ids=partitions)
     deleted = await Q.delete_queue_row.execute(conn, queue=name)
     return {"deleted": True, "queue": name, "existed": deleted != "DELETE 0"}
 

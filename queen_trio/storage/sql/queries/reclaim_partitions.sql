@@ -1,7 +1,8 @@
 -- Partition reclaim: delete partitions that hold no segment and have had no write for
 -- idle_days as of now (the service's clock, NULL = now). Locked rows are skipped; a locked row is
 -- re-checked after the lock, so a push that wrote meanwhile (it moves last_write_at) keeps
--- its partition. A push that comes later simply recreates it with a new id and offset 0.
+-- its partition. A push that comes later simply recreates it with a new id and offset 0. Its
+-- transaction index rows go with it (triggers/partitions_removed).
 WITH candidates AS (
     SELECT p.id
       FROM queen.partitions p
@@ -17,7 +18,5 @@ WITH candidates AS (
      WHERE p.id = c.id
        AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
     RETURNING p.id
-), index_rows AS (
-    DELETE FROM queen.transaction_index t USING reclaimed r WHERE t.partition_id = r.id
 )
 SELECT id FROM reclaimed

@@ -1,0 +1,13 @@
+-- Segments without a foreign key to their partition. Every segment insert ran the key's check,
+-- a query that reads the partition row (and locks it FOR KEY SHARE) although push_bundle
+-- holds that row locked FOR UPDATE already: about 15 µs of backend CPU per segment, a tenth
+-- of PostgreSQL's work per pushed message at batch 1, and under a held xmin a walk of every
+-- version of the partition row that pushes keep writing (docs/performance.md#held-xmin). The
+-- transaction index went without one from the start for the same reason.
+--
+-- What the key's ON DELETE CASCADE did, a trigger does once per statement: whatever deletes
+-- partitions (a queue's delete cascading to them, the reclaim) deletes their segments and
+-- their transaction index rows (triggers/partitions_removed). No segment can be written for
+-- a partition that is gone: push_bundle writes only under the partition row's lock, and a
+-- partition deleted meanwhile is missing from what that lock returns.
+ALTER TABLE queen.segments DROP CONSTRAINT segments_partition_id_fkey;
