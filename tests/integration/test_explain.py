@@ -20,7 +20,7 @@ import pytest
 from queen_trio.storage import frames
 from tests.support.consuming import ack, pop, push
 from tests.support.db import db_execute
-from tests.support.plans import executed_plans, executions, seq_scans, uses_index
+from tests.support.plans import executed_plans, executions, seq_scans, uses_index, walk
 
 # Deterministic data: every tenth partition of every group has something pending, a third of
 # the queues keep segments 60 s (retentionSeconds), a fifth evict after 60 s (maxWaitTime).
@@ -110,6 +110,50 @@ def test_the_dedup_probe_reads_the_transaction_index_primary_key(populated_url):
     # ... and the stored segment holding the original, through the segments' primary key.
     assert uses_index(probe, "segments_pkey"), probe.describe()
     assert not seq_scans(probe), probe.describe()
+
+
+def test_a_push_finds_its_partition_by_queue_and_name(database_url):
+    # Both keys in the index condition, whatever the statistics when the plan was made
+    # (push_bundle's plans are generic, made once per connection): planned on a database
+    # autovacuum had not analyzed yet, as every new broker's is, the look-up matched queue_id
+    # alone and read every partition of the queue, each version of each under a held xmin.
+    async def populate() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(POPULATE[0])
+            await conn.execute(POPULATE[1])
+        finally:
+            await conn.close()
+
+    asyncio.run(populate())
+    segment, ends = two_frames()
+    plans, rows = plans_of(
+        database_url,
+        "SELECT * FROM queen.push_bundle(ARRAY['q7'], ARRAY['p3'], ARRAY[false], ARRAY[true], "
+        "ARRAY[2], ARRAY[$1::bytea], $2::integer[], ARRAY['new-a', 'new-b'])", segment, ends)
+    assert [r["outcome"] for r in rows] == ["queued"]
+    (resolve,) = executions(plans, "LEFT JOIN queen.queues qq ON qq.name = u.qname")
+    (lookup,) = [s for s in resolve.scans() if s.relation == "partitions"]
+    assert lookup.index == "partitions_queue_id_name_key", resolve.describe()
+    assert "name" in (lookup.index_cond or ""), resolve.describe()
+
+
+def test_the_head_of_a_caught_up_group_is_found_in_one_segment(populated_url):
+    # Every ack that settles a partition's last message asks for the head past the end: the
+    # look-up reads the last segment, not (filtering each out) every segment the partition
+    # keeps. p3 holds 10 segments, offsets 0 to 19.
+    plans, rows = plans_of(
+        populated_url,
+        "SELECT queen.head_after(p.id, 20) AS at_end, queen.head_after(p.id, 7) AS inside "
+        "FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id "
+        "WHERE q.name = 'q7' AND p.name = 'p3'",
+        settings=("SET LOCAL auto_explain.log_analyze = on",))
+    (row,) = rows
+    assert row["at_end"] is None and row["inside"] is not None
+    for plan in executions(plans, "FROM queen.segments s", "s.first_offset <= p_cursor"):
+        (scan,) = [n for n in walk(plan.tree) if n.get("Relation Name") == "segments"]
+        assert scan["Actual Rows"] <= 1, plan.describe()
+        assert not scan.get("Rows Removed by Filter"), plan.describe()
 
 
 def test_the_retention_scans_read_segments_and_consumer_state_through_their_indexes(

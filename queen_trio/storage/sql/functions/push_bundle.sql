@@ -96,7 +96,11 @@ BEGIN
           INTO seg_ids, q_ids, q_encrypted, q_windows, q_max_sizes, n_partitions
           FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS u(qname, pname, ord)
           LEFT JOIN queen.queues qq ON qq.name = u.qname
-          LEFT JOIN queen.partitions x ON x.queue_id = qq.id AND x.name = u.pname;
+          -- A look-up by both keys (OFFSET 0 keeps the planner from folding it into the
+          -- join): folded in, the generic plan matched queue_id alone and filtered every
+          -- partition of the queue by name, each version of each under a held xmin.
+          LEFT JOIN LATERAL (SELECT p.id FROM queen.partitions p
+                              WHERE p.queue_id = qq.id AND p.name = u.pname OFFSET 0) x ON true;
 
         IF array_position(seg_ids, NULL) IS NOT NULL THEN
             INSERT INTO queen.queues (name, namespace, task)
