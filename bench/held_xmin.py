@@ -40,6 +40,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import signal
 import time
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as EventType
@@ -133,17 +134,18 @@ async def producer(client: httpx.AsyncClient, figures: Figures, rate: float,
     await asyncio.gather(*in_flight, return_exceptions=True)
 
 
-def produce(url: str, rate: float, pushed: Synchronized, stop: EventType) -> None:
+def produce(url: str, rate: float, pushed: Synchronized, stop: EventType, parent: int) -> None:
     """The producer, in a process of its own: in one event loop beside the consumers it took
     their CPU (on 2 cores the bench process itself was the limit). `pushed` counts messages
-    pushed so far."""
+    pushed so far. It stops with the bench: when told to, or when its `parent` is gone (a
+    bench killed outright would leave it pushing at a port nobody serves any more)."""
     async def run() -> None:
         figures = Figures()
         done = asyncio.Event()
         async with httpx.AsyncClient(base_url=url, timeout=30,
                                      limits=httpx.Limits(max_connections=40)) as client:
             pushing = asyncio.create_task(producer(client, figures, rate, done))
-            while not stop.is_set():
+            while not stop.is_set() and os.getppid() == parent:
                 await asyncio.sleep(0.2)
                 pushed.value = figures.pushed
             done.set()
@@ -155,6 +157,8 @@ def produce(url: str, rate: float, pushed: Synchronized, stop: EventType) -> Non
 
 # A producer rate no broker reaches: its 32 requests in flight are the only pacing.
 FLAT_OUT = 1e9
+# Every producer process started: stopped on the way out, however the bench ends.
+RUNNING: list[Producer] = []
 
 
 class Producer:
@@ -165,9 +169,17 @@ class Producer:
         self.pushed = context.Value("q", 0)
         self._stop = context.Event()
         # A daemon: a bench that fails mid-run does not wait on it at exit.
-        self._process = context.Process(target=produce, args=(url, rate, self.pushed, self._stop),
-                                        daemon=True)
+        self._process = context.Process(target=produce, daemon=True,
+                                        args=(url, rate, self.pushed, self._stop, os.getpid()))
         self._process.start()
+        RUNNING.append(self)
+
+    def stop_now(self) -> None:
+        """Stop it whatever it is doing (the bench is being stopped)."""
+        self._stop.set()
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
 
     async def finish(self) -> int:
         self._stop.set()
@@ -215,6 +227,19 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def run(url: str, db_url: str, args: argparse.Namespace) -> dict:
+    # Ctrl-C or SIGTERM cancel the run, which then unwinds: producers, brokers, PostgreSQL.
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    assert main is not None
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, main.cancel)
+    try:
+        return await measure(url, db_url, args)
+    finally:
+        for producer in RUNNING:
+            await asyncio.to_thread(producer.stop_now)
+
+
+async def measure(url: str, db_url: str, args: argparse.Namespace) -> dict:
     minute = args.minute
     limits = httpx.Limits(max_connections=args.consumers + 40)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
