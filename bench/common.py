@@ -151,12 +151,21 @@ def broker(database_url: str, extra_env: dict[str, str] | None = None, *, worker
     """`queen-trio serve --workers N --worker-ports BASE` (with `app`: `--app app`, no
     database): yields (shared URL, process, one URL per worker), every worker serving.
     `code`: a checkout of another version of queen-trio to run instead (its directory comes
-    first on the broker's import path; plain `serve`, which every version has)."""
+    first on the broker's import path; plain `serve`, which every version has). The spool
+    directory it gets is removed when it stops."""
+    spool = tempfile.mkdtemp(prefix="queen-bench-spool-")
+    try:
+        yield from _served_broker(database_url, spool, extra_env, workers, app, code)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+def _served_broker(database_url: str, spool: str, extra_env: dict[str, str] | None,
+                   workers: int, app: str | None, code: Path | None):  # type: ignore[no-untyped-def]
     if code is not None:
         port = free_port()
         env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
-               "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"),
-               **(extra_env or {})}
+               "FILE_BUFFER_DIR": spool, **(extra_env or {})}
         cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
                str(port)]
         url = f"http://127.0.0.1:{port}"
@@ -164,8 +173,8 @@ def broker(database_url: str, extra_env: dict[str, str] | None = None, *, worker
             yield url, proc, [url]
         return
     port, base = free_port(), free_ports(workers)
-    env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
-           "FILE_BUFFER_DIR": tempfile.mkdtemp(prefix="queen-bench-spool-"), **(extra_env or {})}
+    env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning", "FILE_BUFFER_DIR": spool,
+           **(extra_env or {})}
     cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--workers", str(workers), "--worker-ports", str(base)]
     if app is not None:
