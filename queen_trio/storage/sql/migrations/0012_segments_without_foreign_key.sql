@@ -1,9 +1,9 @@
 -- Segments without a foreign key to their partition. Every segment insert ran the key's check,
 -- a query that reads the partition row (and locks it FOR KEY SHARE) although push_bundle
--- holds that row locked FOR UPDATE already: about 15 µs of backend CPU per segment, a tenth
--- of PostgreSQL's work per pushed message at batch 1, and under a held xmin a walk of every
--- version of the partition row that pushes keep writing (docs/performance.md#held-xmin). The
--- transaction index went without one from the start for the same reason.
+-- holds that row locked FOR UPDATE already: about 15 µs of backend CPU per segment (of 440
+-- per call at batch 1), and under a held xmin a walk of every version of the partition row
+-- that pushes keep writing (docs/performance.md, "Reads that grew with what a partition
+-- keeps"). The transaction index went without one from the start for the same reason.
 --
 -- What the key's ON DELETE CASCADE did, a trigger does once per statement: whatever deletes
 -- partitions (a queue's delete cascading to them, the reclaim) deletes their segments and
