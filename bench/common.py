@@ -154,37 +154,30 @@ def broker(database_url: str, extra_env: dict[str, str] | None = None, *, worker
     first on the broker's import path; plain `serve`, which every version has). The spool
     directory it gets is removed when it stops."""
     spool = tempfile.mkdtemp(prefix="queen-bench-spool-")
-    try:
-        yield from _served_broker(database_url, spool, extra_env, workers, app, code)
-    finally:
-        shutil.rmtree(spool, ignore_errors=True)
-
-
-def _served_broker(database_url: str, spool: str, extra_env: dict[str, str] | None,
-                   workers: int, app: str | None, code: Path | None):  # type: ignore[no-untyped-def]
-    if code is not None:
-        port = free_port()
-        env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning",
-               "FILE_BUFFER_DIR": spool, **(extra_env or {})}
-        cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
-               str(port)]
-        url = f"http://127.0.0.1:{port}"
-        with process(cmd, env, url + "/health", cwd=code) as proc:
-            yield url, proc, [url]
-        return
-    port, base = free_port(), free_ports(workers)
     env = {"DATABASE_URL": database_url, "LOG_LEVEL": "warning", "FILE_BUFFER_DIR": spool,
            **(extra_env or {})}
-    cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--workers", str(workers), "--worker-ports", str(base)]
-    if app is not None:
-        cmd += ["--app", app]
-    own = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
-    health = "/" if app is not None else "/health"
-    with process(cmd, env) as proc:
-        for url in own:
-            wait_http(url + health)
-        yield f"http://127.0.0.1:{port}", proc, own
+    try:
+        if code is not None:
+            port = free_port()
+            cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
+                   str(port)]
+            url = f"http://127.0.0.1:{port}"
+            with process(cmd, env, url + "/health", cwd=code) as proc:
+                yield url, proc, [url]
+            return
+        port, base = free_port(), free_ports(workers)
+        cmd = [sys.executable, "-m", "queen_trio", "serve", "--host", "127.0.0.1", "--port",
+               str(port), "--workers", str(workers), "--worker-ports", str(base)]
+        if app is not None:
+            cmd += ["--app", app]
+        own = [f"http://127.0.0.1:{base + k}" for k in range(workers)]
+        health = "/" if app is not None else "/health"
+        with process(cmd, env) as proc:
+            for url in own:
+                wait_http(url + health)
+            yield f"http://127.0.0.1:{port}", proc, own
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
 
 
 @contextmanager

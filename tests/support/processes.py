@@ -209,15 +209,14 @@ async def running_broker(env: dict[str, str] | None = None, args: list[str] | No
                                port=port or free_port())
         try:
             await _until_serving(broker, health)
+            break
         except _PortTaken:
             _stop_now(broker)
             if attempt == 2:
                 raise
-            continue
         except BaseException:
             _stop_now(broker)
             raise
-        break
     proc = broker.proc
     try:
         yield broker
