@@ -1,6 +1,6 @@
 """Where a push -> woken pop trip spends its time, hop by hop, across the broker's processes.
 
-    python bench/latency_hops.py [--workers 2] [--messages 300]
+    python bench/latency_hops.py [--workers 2] [--messages 300] [--slowest 10]
 
 The trip of bench/latency.py (one consumer parked in a long poll, batch 10, autoAck; a
 producer pushing one message every 20 ms; with 2 workers the producer talks to worker 1 and
@@ -28,7 +28,9 @@ step between consecutive hops of one trip, and then what PostgreSQL spent inside
 (`pg_stat_user_functions`, `track_functions = 'pl'` for the run) and the floor of the same
 cluster measured apart on plain asyncio (no trio-asyncio): a `SELECT 1`, an INSERT's commit
 with and without waiting for its WAL flush (the fsync), and a commit that sends a NOTIFY the
-brokers' LISTEN connections hear.
+brokers' LISTEN connections hear. `--slowest N` also lists the N slowest trips, each step by
+step next to the steps' medians, to see which steps make the tail (and whether the slow
+trips come at a period, by their place in the run).
 
 Results go to bench/results/latency_hops.json (latency_hops-workers-N.json otherwise). Wall
 clock: on a shared machine read the steps as proportions.
@@ -112,6 +114,38 @@ def trips(log_base: str, sent: list[float], received: dict[float, float]) -> lis
             row.setdefault(hop, (at - start) * 1000)
         rows.append(row)
     return rows
+
+
+def slowest(rows: list[dict], count: int) -> list[dict]:
+    """The `count` slowest trips (by `received`), in the order of the run: each one's place
+    in it and its steps in ms, after a first row of the steps' medians over every trip."""
+    if not rows:
+        return []
+
+    def steps(row: dict) -> dict:
+        return {f"{before} -> {after}": round(row[after] - row[before], 3)
+                for before, after in zip(PATH, PATH[1:], strict=False)
+                if before in row and after in row}
+
+    every = [steps(row) for row in rows]
+    medians = {step: round(statistics.median(s[step] for s in every if step in s), 3)
+               for step in every[0]}
+    worst = sorted(range(len(rows)), key=lambda i: rows[i]["received"])[-count:]
+    return [{"trip": "median", "received": round(statistics.median(
+                r["received"] for r in rows), 3), "steps": medians},
+            *({"trip": i, "received": round(rows[i]["received"], 3), "steps": every[i]}
+              for i in sorted(worst))]
+
+
+def slowest_table(trips: list[dict]) -> str:
+    """The slowest trips as rows of step times (ms), one column per step."""
+    steps = list(trips[0]["steps"])
+    head = "| trip | ms | " + " | ".join(s.replace(" -> ", " → ") for s in steps) + " |"
+    lines = [head, "|" + "---|" * (len(steps) + 2)]
+    for t in trips:
+        lines.append(f"| {t['trip']} | {t['received']:.2f} | "
+                     + " | ".join(f"{t['steps'].get(s, 0):.2f}" for s in steps) + " |")
+    return "\n".join(lines)
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -248,6 +282,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--slowest", type=int, default=0, metavar="N",
+                        help="also list the N slowest trips, step by step")
     args = parser.parse_args()
     log_base = str(Path(tempfile.mkdtemp(prefix="queen-hops-")) / "hop")
     path = os.pathsep.join(p for p in (str(SITE), os.environ.get("PYTHONPATH")) if p)
@@ -268,11 +304,13 @@ def main() -> None:
             claim = asyncio.run(claim_commit(db_url, own[0]))
         asyncio.run(admin(db_url, "ALTER SYSTEM RESET track_functions",
                           "SELECT pg_reload_conf()"))
-    results = {"workers": args.workers, "messages": args.messages,
-               **summarise(trips(log_base, sent, received)),
+    rows = trips(log_base, sent, received)
+    results = {"workers": args.workers, "messages": args.messages, **summarise(rows),
                "inside_functions": functions, "floor_ms": measured_floor,
                "claim_by_hand_ms": claim,
                "load_average": os.getloadavg()}
+    if args.slowest:
+        results["slowest_trips"] = slowest(rows, args.slowest)
     for hop, figures in results["hops"].items():
         log(f"{hop:18s} p50 {figures['p50_ms']:7.3f}  p90 {figures['p90_ms']:7.3f}  "
             f"p99 {figures['p99_ms']:7.3f} ms")
@@ -283,6 +321,9 @@ def main() -> None:
             f"({row['self_ms']} ms its own)")
     log(f"floor on plain asyncio (ms): {measured_floor}")
     log(f"the pop's claim by hand, right after a push (ms): {claim}")
+    if args.slowest:
+        log("the slowest trips (ms; trip = its place in the run, after the warm-up):")
+        log(slowest_table(results["slowest_trips"]))
     name = "latency_hops" if args.workers == 2 else f"latency_hops-workers-{args.workers}"
     print(f"results: {write_results(name, results)}")
 
