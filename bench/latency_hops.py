@@ -1,6 +1,6 @@
 """Where a push -> woken pop trip spends its time, hop by hop, across the broker's processes.
 
-    python bench/latency_hops.py [--workers 2] [--messages 300] [--slowest 10]
+    python bench/latency_hops.py [--workers 2] [--messages 300] [--slowest N]
 
 The trip of bench/latency.py (one consumer parked in a long poll, batch 10, autoAck; a
 producer pushing one message every 20 ms; with 2 workers the producer talks to worker 1 and
