@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import asyncpg
 import pytest
@@ -20,7 +20,7 @@ import pytest
 from queen_trio.storage import frames
 from tests.support.consuming import ack, pop, push
 from tests.support.db import db_execute
-from tests.support.plans import executed_plans, executions, seq_scans, uses_index, walk
+from tests.support.plans import executed_plans, executions, reads_of, seq_scans, uses_index
 
 # Deterministic data: every tenth partition of every group has something pending, a third of
 # the queues keep segments 60 s (retentionSeconds), a fifth evict after 60 s (maxWaitTime).
@@ -69,18 +69,23 @@ def plans_of(url: str, statement: str, *args: object, settings: tuple[str, ...] 
     return asyncio.run(run())
 
 
-@pytest.fixture(scope="module")
-def populated_url(module_database_url: str) -> Iterator[str]:
-    async def populate() -> None:
-        conn = await asyncpg.connect(module_database_url)
+def populate(url: str, statements: Sequence[str] = POPULATE) -> None:
+    """Run `statements` (POPULATE or its first few) on a connection of their own."""
+    async def run() -> None:
+        conn = await asyncpg.connect(url)
         try:
             segment, ends = two_frames()
-            for statement in POPULATE:
+            for statement in statements:
                 await conn.execute(statement, *((segment, ends) if "$1" in statement else ()))
         finally:
             await conn.close()
 
-    asyncio.run(populate())
+    asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def populated_url(module_database_url: str) -> Iterator[str]:
+    populate(module_database_url)
     yield module_database_url
 
 
@@ -117,15 +122,7 @@ def test_a_push_finds_its_partition_by_queue_and_name(database_url):
     # (push_bundle's plans are generic, made once per connection): planned on a database
     # autovacuum had not analyzed yet, as every new broker's is, the look-up matched queue_id
     # alone and read every partition of the queue, each version of each under a held xmin.
-    async def populate() -> None:
-        conn = await asyncpg.connect(database_url)
-        try:
-            await conn.execute(POPULATE[0])
-            await conn.execute(POPULATE[1])
-        finally:
-            await conn.close()
-
-    asyncio.run(populate())
+    populate(database_url, POPULATE[:2])
     segment, ends = two_frames()
     plans, rows = plans_of(
         database_url,
@@ -151,7 +148,7 @@ def test_the_head_of_a_caught_up_group_is_found_in_one_segment(populated_url):
     (row,) = rows
     assert row["at_end"] is None and row["inside"] is not None
     for plan in executions(plans, "FROM queen.segments s", "s.first_offset <= p_cursor"):
-        (scan,) = [n for n in walk(plan.tree) if n.get("Relation Name") == "segments"]
+        (scan,) = reads_of(plan.tree, "segments")
         assert scan["Actual Rows"] <= 1, plan.describe()
         assert not scan.get("Rows Removed by Filter"), plan.describe()
 

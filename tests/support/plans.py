@@ -36,17 +36,16 @@ class Plan:
 
     def scans(self) -> list[Scan]:
         return [Scan(n["Node Type"], n.get("Relation Name"), n.get("Index Name"),
-                     n.get("Index Cond")) for n in walk(self.tree)]
+                     n.get("Index Cond")) for n in _nodes(self.tree)]
 
     def describe(self) -> str:
         return self.query + "\n" + "\n".join(f"  {s}" for s in self.scans())
 
 
-def walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A plan tree's nodes, the root first."""
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", []):
-        yield from walk(child)
+        yield from _nodes(child)
 
 
 async def executed_plans(conn: Any, statement: str, *args: Any,
@@ -126,4 +125,4 @@ async def explain_query(db: Any, query: Any, **params: Any) -> dict[str, Any]:
 
 def reads_of(plan: dict[str, Any], relation: str) -> list[dict[str, Any]]:
     """Every node of the plan that reads `relation`."""
-    return [n for n in walk(plan) if n.get("Relation Name") == relation]
+    return [n for n in _nodes(plan) if n.get("Relation Name") == relation]
