@@ -56,6 +56,9 @@ SITE = Path(__file__).resolve().parent / "hops_site"
 PATH = ("sent", "bytes_in", "app_call", "lane_submit", "shard_dispatch", "aio_bundle_start", "notify_received",
         "claim_submit", "claim_dispatch", "claim_back", "pop_answered", "received")
 PUSH_SIDE = ("aio_bundle_end", "shard_settled")
+# The steps between consecutive hops of the path, and the push side's own.
+PATH_STEPS = tuple(zip(PATH, PATH[1:], strict=False))
+PUSH_STEPS = (("aio_bundle_start", "aio_bundle_end"), ("aio_bundle_end", "shard_settled"))
 
 
 async def drive(producer_url: str, consumer_url: str, messages: int
@@ -116,18 +119,18 @@ def trips(log_base: str, sent: list[float], received: dict[float, float]) -> lis
     return rows
 
 
+def steps_of(row: dict, pairs: tuple[tuple[str, str], ...] = PATH_STEPS) -> dict[str, float]:
+    """One trip's time between each pair of hops it reached, ms, by "before -> after"."""
+    return {f"{before} -> {after}": row[after] - row[before]
+            for before, after in pairs if before in row and after in row}
+
+
 def slowest(rows: list[dict], count: int) -> list[dict]:
     """The `count` slowest trips (by `received`), in the order of the run: each one's place
     in it and its steps in ms, after a first row of the steps' medians over every trip."""
     if not rows:
         return []
-
-    def steps(row: dict) -> dict:
-        return {f"{before} -> {after}": round(row[after] - row[before], 3)
-                for before, after in zip(PATH, PATH[1:], strict=False)
-                if before in row and after in row}
-
-    every = [steps(row) for row in rows]
+    every = [{step: round(ms, 3) for step, ms in steps_of(row).items()} for row in rows]
     medians = {step: round(statistics.median(s[step] for s in every if step in s), 3)
                for step in every[0]}
     worst = sorted(range(len(rows)), key=lambda i: rows[i]["received"])[-count:]
@@ -160,19 +163,14 @@ def summarise(rows: list[dict]) -> dict:
             hops[hop] = {"p50_ms": round(statistics.median(values), 3),
                          "p90_ms": pct(values, 0.9), "p99_ms": pct(values, 0.99),
                          "trips": len(values)}
+    every = [steps_of(r, PATH_STEPS + PUSH_STEPS) for r in rows]
     steps = {}
-    for before, after in zip(PATH, PATH[1:], strict=False):
-        deltas = [r[after] - r[before] for r in rows if before in r and after in r]
+    for before, after in PATH_STEPS + PUSH_STEPS:
+        step = f"{before} -> {after}"
+        deltas = [s[step] for s in every if step in s]
         if deltas:
-            steps[f"{before} -> {after}"] = {"p50_ms": round(statistics.median(deltas), 3),
-                                             "p90_ms": pct(deltas, 0.9)}
-    for before, after in (("aio_bundle_start", "aio_bundle_end"),
-                          ("aio_bundle_end", "shard_settled"),
-                          ("aio_bundle_start", "notify_received")):
-        deltas = [r[after] - r[before] for r in rows if before in r and after in r]
-        if deltas:
-            steps[f"{before} -> {after}"] = {"p50_ms": round(statistics.median(deltas), 3),
-                                             "p90_ms": pct(deltas, 0.9)}
+            steps[step] = {"p50_ms": round(statistics.median(deltas), 3),
+                           "p90_ms": pct(deltas, 0.9)}
     return {"hops": hops, "steps": steps}
 
 
