@@ -10,13 +10,7 @@ import trio.lowlevel
 
 from queen_trio.ops.maintenance import RECLAIM_LOCK_KEY, reclaim_partitions
 from tests.support.db import db_execute, db_fetchval
-from tests.support.storage import stored_messages
-
-
-async def partition_id(broker, queue, name):
-    return await db_fetchval(broker.db,
-        "SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id "
-        "WHERE q.name = $1 AND p.name = $2", queue, name)
+from tests.support.storage import partition_id, stored_messages
 
 
 def days_from_now(days):
@@ -26,20 +20,20 @@ def days_from_now(days):
 async def test_empty_idle_partition_is_reclaimed_and_recreated_by_a_push(client, broker):
     await client.post("/api/v1/push", json={"items": [{"queue": "r", "partition": "old",
                                                        "payload": 1}]})
-    old_id = await partition_id(broker, "r", "old")
+    old_id = await partition_id(broker.db, "r", "old")
     # Its messages are gone (as retention would remove them): the partition is empty.
     await db_execute(broker.db, "DELETE FROM queen.segments")
 
     assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(29)) == 0
     assert await reclaim_partitions(broker.db, wait=True, idle_days=30, now=days_from_now(31)) == 1
-    assert await partition_id(broker, "r", "old") is None
+    assert await partition_id(broker.db, "r", "old") is None
     assert await db_fetchval(broker.db,
         "SELECT count(*) FROM queen.transaction_index WHERE partition_id = $1", old_id) == 0
 
     r = await client.post("/api/v1/push", json={"items": [{"queue": "r", "partition": "old",
                                                            "payload": 2}]})
     assert r.status_code == 201
-    new_id = await partition_id(broker, "r", "old")
+    new_id = await partition_id(broker.db, "r", "old")
     assert new_id is not None and new_id != old_id
     assert [m.offset for m in await stored_messages(broker.db, "r", "old")] == [0]
 
@@ -68,7 +62,7 @@ async def test_push_racing_the_reclaim_keeps_or_recreates_its_partition(client, 
                 {"queue": "race", "payload": n}]})
             assert r.status_code == 201
             # Right after the push the partition holds its message.
-            assert await partition_id(broker, "race", "Default") is not None
+            assert await partition_id(broker.db, "race", "Default") is not None
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(reclaim_loop)

@@ -8,18 +8,13 @@ import uuid
 from queen_trio.storage.sql import sql_objects
 from tests.support.consuming import data, pop, push
 from tests.support.db import db_execute, db_fetchval
+from tests.support.storage import partition_id
 
 
 async def rows_of(broker, table: str, queue: str) -> int:
     return await db_fetchval(broker.db,
         f"SELECT count(*) FROM queen.{table} t JOIN queen.partitions p ON p.id = t.partition_id "
         "JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
-
-
-async def partition_id(broker, queue: str, name: str) -> uuid.UUID:
-    return await db_fetchval(broker.db,
-        "SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id "
-        "WHERE q.name = $1 AND p.name = $2", queue, name)
 
 
 async def test_deleting_a_queue_keeps_every_other_queues_messages(client, broker):
@@ -39,7 +34,7 @@ async def test_deleting_a_queue_keeps_every_other_queues_messages(client, broker
 async def test_a_partition_deleted_by_any_statement_takes_its_rows(client, broker):
     await push(client, "q", 1, 2, partition="a")
     await push(client, "q", 3, partition="b")
-    gone = await partition_id(broker, "q", "a")
+    gone = await partition_id(broker.db, "q", "a")
     assert await db_fetchval(broker.db,
         "SELECT count(*) FROM queen.transaction_index WHERE partition_id = $1", gone) == 2
     await db_execute(broker.db, "DELETE FROM queen.partitions WHERE id = $1", gone)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 
 import attrs
 
 from queen_trio.storage.database import Database
-from tests.support.db import db_fetch
+from tests.support.db import db_fetch, db_fetchval
 from tests.support.segments import Frame, unpack
 
 
@@ -16,6 +17,13 @@ class StoredMessage:
     offset: int
     created_at: dt.datetime
     frame: Frame
+
+
+async def partition_id(db: Database, queue: str, name: str) -> uuid.UUID | None:
+    """The id of `queue`'s partition `name` (None: there is none)."""
+    return await db_fetchval(db,
+        "SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id "
+        "WHERE q.name = $1 AND p.name = $2", queue, name)
 
 
 async def stored_messages(db: Database, queue: str, partition: str = "Default") -> list[StoredMessage]:
