@@ -1,7 +1,8 @@
 """CPU per request: what the broker (and PostgreSQL, and wrk) spend on each request.
 
     python bench/cpu.py [--workers 1] [--seconds 5] [--rounds 3] [--connections 64]
-                        [--cases push1,push10,autoack1,popack1,empty] [--no-crossing]
+                        [--cases push1,push10,autoack1,popack1,empty]
+                        (also autoack10, popack10) [--no-crossing]
                         [--before PATH]
 
 Each case runs wrk for `--seconds` against one `queen-trio serve --workers N`, and reads the
@@ -9,9 +10,10 @@ CPU seconds (user + system, from /proc, reaped children included) of every broke
 of every PostgreSQL process (the postmaster's tree) and of wrk, before and after:
 
 - push1, push10: POST /api/v1/push, one body per partition (100), batch 1 or 10;
-- autoack1: GET /api/v1/pop/queue/Q?batch=1&autoAck=true on a prefilled queue;
-- popack1: a pop at batch 1, then an ack of what it got (per pair: counted by messages
-  consumed, from the consumer cursors);
+- autoack1, autoack10: GET /api/v1/pop/queue/Q?batch=1 (or 10)&autoAck=true on a prefilled
+  queue (autoack10: per message consumed, from the consumer cursors);
+- popack1, popack10: a pop at batch 1 (or 10), then an ack of what it got (per message
+  consumed: per pair at batch 1);
 - empty: bench/empty_app.py served by the same `serve --workers N --app` (the HTTP ceiling).
 
 Cases alternate within each round, so machine noise hits them alike; the table shows each
@@ -168,11 +170,13 @@ def main() -> None:
                     run["messages"] = run["units"] * batch
                     run["postgres_us_per_message"] = round(
                         run["postgres_cpu_s"] / max(run["messages"], 1) * 1e6, 1)
-                elif name in ("autoack1", "popack1"):
+                elif name in ("autoack1", "popack1", "autoack10", "popack10"):
                     queue = f"bench.cpu.{name}.{r}"
+                    batch = 10 if name.endswith("10") else 1
                     # Enough for a run (wrk stops with pops in flight: a queue per run).
-                    prefill(target["url"], queue, 100, int(40 * args.seconds), PAYLOAD)
-                    script = (AUTOACK_LUA if name == "autoack1" else POPACK_LUA) % (queue, 1)
+                    prefill(target["url"], queue, 100, int(40 * batch * args.seconds), PAYLOAD)
+                    script = (AUTOACK_LUA if name.startswith("autoack") else POPACK_LUA) % (
+                        queue, batch)
                     count = None if name == "autoack1" else (
                         lambda q=queue, d=target["db"]: consumed(d, q))
                     run = measure(target["url"], lua_file(script), broker_pid=target["pid"],
