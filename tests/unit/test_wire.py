@@ -76,6 +76,28 @@ def test_parse_uuid():
         wire.parse_uuid("nope", "partitionId")
 
 
+@pytest.mark.parametrize("form", [
+    "0dd5d314-d77d-49da-bab5-7e9b6f3012ed", "0DD5D314-D77D-49DA-BAB5-7E9B6F3012ED",
+    "0dd5d314d77d49dabab57e9b6f3012ed", "{0dd5d314-d77d-49da-bab5-7e9b6f3012ed}",
+    "urn:uuid:0dd5d314-d77d-49da-bab5-7e9b6f3012ed", "0dd5d314-d77d49da-bab57e9b-6f3012ed"])
+def test_parse_uuid_reads_every_form_uuid_reads_to_the_same_value(form):
+    # The fast C parser takes the usual forms, uuid.UUID the rest (braces, urn:).
+    parsed = wire.parse_uuid(form, "leaseId")
+    assert isinstance(parsed, uuid.UUID)
+    assert parsed == uuid.UUID(form) and hash(parsed) == hash(uuid.UUID(form))
+    assert str(parsed) == "0dd5d314-d77d-49da-bab5-7e9b6f3012ed"
+
+
+@pytest.mark.parametrize("bad", [
+    "", "0dd5d314-d77d-49da-bab5-7e9b6f3012e", "0dd5d314-d77d-49da-bab5-7e9b6f3012edd",
+    "0dd5d314-d77d-49da-bab5-7e9b6f3012eg", "0dd5d314 d77d 49da bab5 7e9b6f3012ed"])
+def test_parse_uuid_refuses_what_uuid_refuses(bad):
+    with pytest.raises(ValueError):
+        uuid.UUID(bad)
+    with pytest.raises(BadRequest, match="^leaseId is not a valid UUID: "):
+        wire.parse_uuid(bad, "leaseId")
+
+
 @pytest.mark.parametrize("absent", [None, ""])
 def test_an_absent_or_empty_consumer_group_is_queue_mode(absent):
     assert wire.consumer_group(absent) == wire.QUEUE_MODE
