@@ -20,7 +20,7 @@ import pytest
 from queen_trio.storage import frames
 from tests.support.consuming import ack, pop, push
 from tests.support.db import db_execute
-from tests.support.plans import executed_plans, executions, reads_of, seq_scans, uses_index
+from tests.support.plans import Plan, executed_plans, executions, reads_of, seq_scans, uses_index
 
 # Deterministic data: every tenth partition of every group has something pending, a third of
 # the queues keep segments 60 s (retentionSeconds), a fifth evict after 60 s (maxWaitTime).
@@ -228,3 +228,60 @@ async def test_an_ack_finds_retried_dead_letters_in_flight_through_their_index(c
         assert "dead_letters" not in seq_scans(plan), plan.describe()
     (release,) = executions(plans, "dl.retry_lease_id = cs.lease_id")
     assert uses_index(release, "dead_letters_retry_lease"), release.describe()
+
+
+# A lease on three partitions of q7 for group g1, then 40,000 leases that came and went while
+# a REPEATABLE READ transaction holds the xmin horizon: the table keeps three live rows and
+# every dead one, and the statistics count the live rows only.
+LEASES_UNDER_A_HOLD = [
+    """UPDATE queen.consumer_state cs
+          SET lease_id = '00000000-0000-7000-8000-000000000001',
+              lease_expires_at = now() + interval '1 minute', delivered_until = 11
+         FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+        WHERE cs.partition_id = p.id AND cs.consumer_group = 'g1'
+          AND q.name = 'q7' AND p.name IN ('p3', 'p4', 'p5')""",
+    """INSERT INTO queen.consumer_leases (lease_id, partition_id, consumer_group)
+       SELECT gen_random_uuid(), p.id, 'gone' || n FROM queen.partitions p, generate_series(1, 10) n""",
+    "DELETE FROM queen.consumer_leases WHERE consumer_group LIKE 'gone%'",
+    "VACUUM ANALYZE queen.consumer_leases",
+]
+LEASE = "'00000000-0000-7000-8000-000000000001'::uuid"
+
+
+def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_url):
+    # Priced by statistics that count three live rows against 40,000 index entries, a look-up
+    # by key costs more than scanning the table (the index's pages over its tuples), and the
+    # scan then reads every dead lease at every lease's end (an ack, a claim's next lease, a
+    # release) and every renewal.
+    populate(database_url, POPULATE[:4])
+
+    async def run() -> dict[str, list[Plan]]:
+        holder = await asyncpg.connect(database_url)
+        conn = await asyncpg.connect(database_url)
+        try:
+            await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            await holder.fetchval("SELECT count(*) FROM queen.queues")
+            for statement in LEASES_UNDER_A_HOLD:
+                await conn.execute(statement)
+            live = await conn.fetchval("SELECT count(*) FROM queen.consumer_leases")
+            assert live == 3
+            planned = {}
+            for name, statement in [
+                    ("extend", f"SELECT * FROM queen.extend_lease({LEASE}, 30)"),
+                    ("release", f"SELECT * FROM queen.release_lease({LEASE})"),
+                    ("end", "UPDATE queen.consumer_state SET lease_id = NULL, "
+                            f"lease_expires_at = NULL WHERE lease_id = {LEASE}")]:
+                planned[name], _ = await executed_plans(conn, statement)
+            return planned
+        finally:
+            await holder.close()
+            await conn.close()
+
+    planned = asyncio.run(run())
+    lookups = [plan for plans in planned.values() for plan in plans
+               if "queen.consumer_leases" in plan.query]
+    assert {name for name, plans in planned.items()
+            if any("queen.consumer_leases" in p.query for p in plans)} == set(planned)
+    for plan in lookups:
+        assert "consumer_leases" not in seq_scans(plan), plan.describe()
+        assert uses_index(plan, "consumer_leases_pkey"), plan.describe()

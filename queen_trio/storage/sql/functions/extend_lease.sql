@@ -1,8 +1,9 @@
 -- Extend every partition leased under p_lease_id to max(current, now + seconds); an expired
--- lease is never revived. The lease's partitions are found in queen.consumer_leases.
+-- lease is never revived. The lease's partitions are found in queen.consumer_leases, by key
+-- whatever its statistics say (functions/keep_consumer_index says why).
 CREATE OR REPLACE FUNCTION queen.extend_lease(p_lease_id uuid, p_seconds integer)
 RETURNS TABLE (renewed integer, expires_at timestamptz, problem text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     now_at timestamptz := clock_timestamp();
 BEGIN

@@ -4,7 +4,15 @@
 -- the writer's transaction and under its row lock, so they always say what the rows say
 -- (migration 0011). Fired by the triggers consumer_index_added, consumer_index_moved and
 -- consumer_index_removed.
-CREATE OR REPLACE FUNCTION queen.keep_consumer_index() RETURNS trigger LANGUAGE plpgsql AS $$
+--
+-- enable_seqscan is off inside it: both tables hold few live rows and, under a held xmin
+-- horizon, many dead ones. Their indexes' statistics then count the live rows while their
+-- pages hold every entry, so the planner prices one key's lookup at a share of the whole
+-- index and scans the table instead: every dead row a hold keeps, at every lease's end
+-- (0.5 ms per ack five minutes into a hold; docs/performance.md#held-xmin). A lookup by key
+-- is the only plan either table needs here.
+CREATE OR REPLACE FUNCTION queen.keep_consumer_index() RETURNS trigger LANGUAGE plpgsql
+SET enable_seqscan = off AS $$
 DECLARE
     moved boolean := TG_OP <> 'UPDATE' OR NEW.head_at IS DISTINCT FROM OLD.head_at;
 BEGIN

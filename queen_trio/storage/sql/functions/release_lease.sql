@@ -1,9 +1,10 @@
 -- Give back a pop's lease whose reply could not be sent (the consumer hung up): the
 -- partitions are claimable again at once, and no failed delivery is counted (the retry
 -- counter keeps what it had). Returns the queues whose partitions were released. The lease's
--- partitions are found in queen.consumer_leases.
+-- partitions are found in queen.consumer_leases, by key whatever its statistics say
+-- (functions/keep_consumer_index says why).
 CREATE OR REPLACE FUNCTION queen.release_lease(p_lease_id uuid)
-RETURNS TABLE (queue_name text) LANGUAGE plpgsql AS $$
+RETURNS TABLE (queue_name text) LANGUAGE plpgsql SET enable_seqscan = off AS $$
 BEGIN
     PERFORM 1 FROM queen.consumer_state cs
       JOIN queen.consumer_leases l
