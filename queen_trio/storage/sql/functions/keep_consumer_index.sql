@@ -9,8 +9,8 @@
 -- horizon, many dead ones. Their indexes' statistics then count the live rows while their
 -- pages hold every entry, so the planner prices one key's lookup at a share of the whole
 -- index and scans the table instead: every dead row a hold keeps, at every lease's end
--- (0.5 ms per ack five minutes into a hold; docs/performance.md#held-xmin). A lookup by key
--- is the only plan either table needs here.
+-- (0.5 ms per ack five minutes into a hold; docs/performance.md, "A lease's end read every
+-- dead lease"). A lookup by key is the only plan either table needs here.
 CREATE OR REPLACE FUNCTION queen.keep_consumer_index() RETURNS trigger LANGUAGE plpgsql
 SET enable_seqscan = off AS $$
 DECLARE
