@@ -130,8 +130,8 @@ def test_a_push_finds_its_partition_by_queue_and_name(database_url):
         "ARRAY[2], ARRAY[$1::bytea], $2::integer[], ARRAY['new-a', 'new-b'])", segment, ends)
     assert [r["outcome"] for r in rows] == ["queued"]
     (resolve,) = executions(plans, "LEFT JOIN queen.queues qq ON qq.name = u.qname")
-    (lookup,) = [s for s in resolve.scans() if s.relation == "partitions"]
-    assert lookup.index == "partitions_queue_id_name_key", resolve.describe()
+    (lookup,) = [s for s in resolve.scans() if s.relation == "partition_names"]
+    assert lookup.index == "partition_names_queue_id_name_key", resolve.describe()
     assert "name" in (lookup.index_cond or ""), resolve.describe()
 
 
@@ -284,3 +284,72 @@ def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_
         for plan in lookups:
             assert "consumer_leases" not in seq_scans(plan), plan.describe()
             assert uses_index(plan, "consumer_leases_pkey"), plan.describe()
+
+
+# Pushes to q7's p3 while a REPEATABLE READ transaction holds the xmin horizon: each updates the
+# partition row, so the hold keeps every version of it.
+PUSH_P3 = ("SELECT * FROM queen.push_bundle(ARRAY['q7'], ARRAY['p3'], ARRAY[false], ARRAY[true], "
+           "ARRAY[2], ARRAY[$1::bytea], $2::integer[], $3::text[])")
+
+
+def test_a_partition_is_named_in_one_version_however_many_pushes_a_hold_keeps(database_url):
+    # A push resolves (queue, name), a claim names what it claimed, an ack names what it
+    # settles: read from the partition rows, each look-up walked every version a hold keeps
+    # of a row that every push updates. partition_names is written once per partition.
+    populate(database_url, POPULATE[:4])
+    segment, ends = two_frames()
+    buffers = ("SET LOCAL auto_explain.log_analyze = on",
+               "SET LOCAL auto_explain.log_buffers = on")
+
+    async def run() -> dict[str, list[Plan]]:
+        holder = await asyncpg.connect(database_url)
+        conn = await asyncpg.connect(database_url)
+        try:
+            # g1 caught up with q7's partitions (p3's 20 offsets so far: POPULATE writes no
+            # segments), so that what the pushes below write to p3 is all it has pending.
+            await conn.execute(
+                "UPDATE queen.consumer_state cs SET cursor_offset = 20, head_at = NULL "
+                "FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id "
+                "WHERE cs.partition_id = p.id AND q.name = 'q7'")
+            await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            await holder.fetchval("SELECT count(*) FROM queen.queues")
+            for n in range(300):
+                await conn.fetch(PUSH_P3, segment, ends, [f"tx-{n}-a", f"tx-{n}-b"])
+            planned = {"push": (await executed_plans(conn, PUSH_P3, segment, ends,
+                                                     ["tx-a", "tx-b"], settings=buffers))[0]}
+            planned["claim"], _ = await executed_plans(
+                conn, "SELECT * FROM queen.pop_claim('q7', 'p3', 'g1', 1, 1, gen_random_uuid(), "
+                      "false, 'all', NULL)", settings=buffers)
+            planned["unnamed claim"], _ = await executed_plans(
+                conn, "SELECT * FROM queen.pop_claim('q7', NULL, 'g1', 1, 1, gen_random_uuid(), "
+                      "false, 'all', NULL)", settings=buffers)
+            lease = uuid.uuid4()
+            claimed = await conn.fetchrow(
+                "SELECT * FROM queen.pop_claim('q7', 'p3', 'g1', 1, 1, $1, false, 'all', NULL)",
+                lease)
+            assert claimed["partition_name"] == "p3"
+            planned["ack"], rows = await executed_plans(
+                conn, "SELECT * FROM queen.ack_batch(ARRAY['g1'], ARRAY[$1::uuid], ARRAY[$2], "
+                      "ARRAY['completed'], ARRAY[$3::uuid], ARRAY[NULL])",
+                claimed["partition_id"], "tx-0-a", lease, settings=buffers)
+            assert [r["success"] for r in rows if r["item_no"] is not None] == [True]
+            return planned
+        finally:
+            await holder.close()
+            await conn.close()
+
+    planned = asyncio.run(run())
+    lookups = {
+        "push": executions(planned["push"], "LEFT JOIN queen.queues qq ON qq.name = u.qname"),
+        "claim": executions(planned["claim"], "SELECT p.id FROM", "p.name = p_partition"),
+        "claim's name": executions(planned["unnamed claim"], "SELECT p.name FROM",
+                                   "p.id = cs.partition_id"),
+        "ack": executions(planned["ack"], "cs.ctid AS row_at"),
+    }
+    for name, plans in lookups.items():
+        for plan in plans:
+            assert "partitions" not in {s.relation for s in plan.scans()}, plan.describe()
+            for scan in reads_of(plan.tree, "partition_names"):
+                # An index's root and leaf, and the row's one version.
+                assert scan["Shared Hit Blocks"] + scan["Shared Read Blocks"] <= 3, (
+                    name, plan.describe())

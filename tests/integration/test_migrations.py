@@ -114,6 +114,11 @@ async def upgrade_and_check(url: str, before: dict) -> None:
             "FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id "
             "WHERE p.name = 'p1' AND cs.consumer_group = 'g1'")
         assert tuple(lease) == (LEASE, 0, 1)
+        # Its partitions are named (migration 0013, filled by triggers/partitions_named).
+        named = await conn.fetch(
+            "SELECT p.name FROM queen.partitions p JOIN queen.partition_names n "
+            "ON (n.id, n.queue_id, n.name) = (p.id, p.queue_id, p.name) ORDER BY p.name")
+        assert [r["name"] for r in named] == ["p1", "p2"]
         # ... and the upgraded schema serves it: the dedup index still knows the ids, and a
         # new group gets every message.
         rows = await Q.push_bundle.fetch(conn, **bundle(

@@ -72,7 +72,7 @@ BEGIN
                AND dl.transaction_id = u.txid AND dl.retry_lease_id IS NOT NULL
               JOIN queen.consumer_state cs
                 ON cs.partition_id = u.p AND cs.consumer_group = u.g
-              JOIN queen.partitions pp ON pp.id = u.p
+              JOIN queen.partition_names pp ON pp.id = u.p
               JOIN queen.queues qq ON qq.id = pp.queue_id
              ORDER BY u.p, u.g, u.ord
         LOOP
@@ -111,7 +111,7 @@ BEGIN
               FROM queen.consumer_leases l
               JOIN queen.consumer_state cs
                 ON cs.partition_id = l.partition_id AND cs.consumer_group = l.consumer_group
-              JOIN queen.partitions pp ON pp.id = cs.partition_id
+              JOIN queen.partition_names pp ON pp.id = cs.partition_id
               JOIN queen.queues qq ON qq.id = pp.queue_id
              WHERE l.lease_id = ANY (settled) AND cs.lease_id = l.lease_id
                AND cs.delivered_until <= cs.cursor_offset
@@ -139,12 +139,12 @@ BEGIN
         -- row_at: where the locked row lies, for the update below (a look-up by key walks
         -- every version of the row that a held xmin keeps).
         SELECT cs.*, cs.ctid AS row_at, p.name AS pname INTO st
-          FROM queen.consumer_state cs JOIN queen.partitions p ON p.id = cs.partition_id
+          FROM queen.consumer_state cs JOIN queen.partition_names p ON p.id = cs.partition_id
          WHERE cs.partition_id = pid AND cs.consumer_group = grp
            FOR UPDATE OF cs;
         IF st IS NULL THEN
             SELECT qq.name, qq.retry_limit, qq.retry_delay, qq.dead_letter_queue INTO q
-              FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
+              FROM queen.partition_names p JOIN queen.queues qq ON qq.id = p.queue_id
              WHERE p.id = pid;
         ELSE
             -- Through the state row: a partition row is updated by every push, and under a

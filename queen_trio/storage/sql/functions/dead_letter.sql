@@ -12,7 +12,7 @@ BEGIN
     SELECT s.first_offset, s.created_at, s.frames, s.frame_ends, p.name AS partition_name,
            p.queue_id
       INTO seg
-      FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+      FROM queen.segments s JOIN queen.partition_names p ON p.id = s.partition_id
      WHERE s.partition_id = p_partition AND s.first_offset <= p_offset
        AND s.first_offset + s.message_count > p_offset
      ORDER BY s.first_offset DESC LIMIT 1;

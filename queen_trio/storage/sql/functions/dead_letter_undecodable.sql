@@ -61,7 +61,7 @@ BEGIN
            seg.created_at, u.err, 0
       FROM unnest(p_partitions, p_offsets, p_message_ids, p_txids, p_errors)
            AS u(pid, off, mid, txid, err)
-      JOIN queen.partitions p ON p.id = u.pid
+      JOIN queen.partition_names p ON p.id = u.pid
       JOIN LATERAL (
             SELECT s.first_offset, s.message_count, s.created_at, s.frames, s.frame_ends
               FROM queen.segments s

@@ -131,7 +131,7 @@ BEGIN
     r.conflation := policy;
     r.superseded := 0;
     IF p_partition IS NOT NULL THEN
-        SELECT p.id INTO part_id FROM queen.partitions p
+        SELECT p.id INTO part_id FROM queen.partition_names p
          WHERE p.queue_id = q.id AND p.name = p_partition;
         IF part_id IS NULL THEN
             -- No such partition (yet): nothing to claim, no time to look again.
@@ -142,9 +142,10 @@ BEGIN
     cut_at := now_at - make_interval(secs => q.delayed_processing);
     lease_secs := CASE WHEN q.lease_time > 0 THEN q.lease_time ELSE 60 END;
 
-    -- The partition rows are read only for what is claimed (and for a window buffer): every
-    -- push updates its partition's row, so under a held xmin each read of one walks its
-    -- versions, and a join here read them for every candidate. Two forms of the scan, so
+    -- The partition rows are read only for a window buffer (a claimed partition's name is
+    -- read from partition_names): every push updates its partition's row, so under a held
+    -- xmin each read of one walks its versions, and a join here read them for every
+    -- candidate. Two forms of the scan, so
     -- that each keeps one generic plan: one query with "no window buffer, or a partition row
     -- past it" was planned again at every claim (a custom plan without the lookup looked
     -- cheaper than the generic plan with it; bench/claim_statements.py).
@@ -194,7 +195,7 @@ BEGIN
         IF p_partition IS NOT NULL THEN
             pname := p_partition;
         ELSE
-            SELECT p.name INTO pname FROM queen.partitions p WHERE p.id = cs.partition_id;
+            SELECT p.name INTO pname FROM queen.partition_names p WHERE p.id = cs.partition_id;
         END IF;
         cur := cs.cursor_offset;
         retries := cs.retry_count;

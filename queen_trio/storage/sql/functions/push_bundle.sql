@@ -98,8 +98,9 @@ BEGIN
           LEFT JOIN queen.queues qq ON qq.name = u.qname
           -- A look-up by both keys (OFFSET 0 keeps the planner from folding it into the
           -- join): folded in, the generic plan matched queue_id alone and filtered every
-          -- partition of the queue by name, each version of each under a held xmin.
-          LEFT JOIN LATERAL (SELECT p.id FROM queen.partitions p
+          -- partition of the queue by name. In partition_names, whose rows are never
+          -- updated: the partition rows' versions a held xmin keeps are not read here.
+          LEFT JOIN LATERAL (SELECT p.id FROM queen.partition_names p
                               WHERE p.queue_id = qq.id AND p.name = u.pname OFFSET 0) x ON true;
 
         IF array_position(seg_ids, NULL) IS NOT NULL THEN

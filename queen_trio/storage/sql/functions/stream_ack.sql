@@ -25,7 +25,7 @@ DECLARE
 BEGIN
     ok := false; error := NULL; released := false;
     SELECT q.name INTO queue_name
-      FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = p_partition;
+      FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = p_partition;
     SELECT cs.* INTO st FROM queen.consumer_state cs
      WHERE cs.partition_id = p_partition AND cs.consumer_group = p_group
        FOR UPDATE;
