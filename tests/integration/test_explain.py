@@ -252,7 +252,8 @@ def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_
     # Priced by statistics that count three live rows against 40,000 index entries, a look-up
     # by key costs more than scanning the table (the index's pages over its tuples), and the
     # scan then reads every dead lease at every lease's end (an ack, a claim's next lease, a
-    # release), every renewal and every transaction's requiredLeases.
+    # release), every renewal, every transaction's requiredLeases and every ack that ends a
+    # lease of retried dead letters.
     populate(database_url, POPULATE[:4])
 
     async def run() -> dict[str, list[Plan]]:
@@ -270,6 +271,8 @@ def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_
                     ("extend", f"SELECT * FROM queen.extend_lease({LEASE}, 30)"),
                     ("release", f"SELECT * FROM queen.release_lease({LEASE})"),
                     ("required", f"SELECT queen.live_lease_count(ARRAY[{LEASE}])"),
+                    # What an ack of retried dead letters reads for the leases it ends.
+                    ("retried", f"SELECT * FROM queen.leases_by_id(ARRAY[{LEASE}])"),
                     ("end", "UPDATE queen.consumer_state SET lease_id = NULL, "
                             f"lease_expires_at = NULL WHERE lease_id = {LEASE}")]:
                 planned[name], _ = await executed_plans(conn, statement)

@@ -108,12 +108,12 @@ BEGIN
         -- A lease that delivered only retried dead letters ends once they are all settled.
         FOR pg IN
             SELECT cs.partition_id, cs.consumer_group, qq.name AS qname, pp.name AS pname
-              FROM queen.consumer_leases l
+              FROM queen.leases_by_id(settled) l
               JOIN queen.consumer_state cs
                 ON cs.partition_id = l.partition_id AND cs.consumer_group = l.consumer_group
               JOIN queen.partition_names pp ON pp.id = cs.partition_id
               JOIN queen.queues qq ON qq.id = pp.queue_id
-             WHERE l.lease_id = ANY (settled) AND cs.lease_id = l.lease_id
+             WHERE cs.lease_id = l.lease_id
                AND cs.delivered_until <= cs.cursor_offset
                AND NOT EXISTS (SELECT 1 FROM queen.dead_letters dl
                                 WHERE dl.partition_id = cs.partition_id

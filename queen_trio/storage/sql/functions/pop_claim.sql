@@ -145,10 +145,10 @@ BEGIN
     -- The partition rows are read only for a window buffer (a claimed partition's name is
     -- read from partition_names): every push updates its partition's row, so under a held
     -- xmin each read of one walks its versions, and a join here read them for every
-    -- candidate. Two forms of the scan, so
-    -- that each keeps one generic plan: one query with "no window buffer, or a partition row
-    -- past it" was planned again at every claim (a custom plan without the lookup looked
-    -- cheaper than the generic plan with it; bench/claim_statements.py).
+    -- candidate. Two forms of the scan, so that each keeps one generic plan: one query with
+    -- "no window buffer, or a partition row past it" was planned again at every claim (a
+    -- custom plan without the lookup looked cheaper than the generic plan with it;
+    -- bench/claim_statements.py).
     IF q.window_buffer = 0 THEN
         OPEN candidates FOR
             SELECT st.partition_id, st.cursor_offset, st.lease_id, st.delivered_until,
