@@ -18,6 +18,7 @@ import asyncpg
 import pytest
 
 from queen_trio.storage import frames
+from queen_trio.storage.sql import Q
 from tests.support.consuming import ack, pop, push
 from tests.support.db import db_execute
 from tests.support.plans import Plan, executed_plans, executions, reads_of, seq_scans, uses_index
@@ -245,7 +246,8 @@ LEASES_UNDER_A_HOLD = [
     "DELETE FROM queen.consumer_leases WHERE consumer_group LIKE 'gone%'",
     "VACUUM ANALYZE queen.consumer_leases",
 ]
-LEASE = "'00000000-0000-7000-8000-000000000001'::uuid"
+LEASE_ID = uuid.UUID("00000000-0000-7000-8000-000000000001")
+LEASE = f"'{LEASE_ID}'::uuid"
 
 
 def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_url):
@@ -267,15 +269,15 @@ def test_a_lease_is_found_by_key_however_many_dead_leases_a_hold_keeps(database_
             live = await conn.fetchval("SELECT count(*) FROM queen.consumer_leases")
             assert live == 3
             planned = {}
-            for name, statement in [
-                    ("extend", f"SELECT * FROM queen.extend_lease({LEASE}, 30)"),
-                    ("release", f"SELECT * FROM queen.release_lease({LEASE})"),
-                    ("required", f"SELECT queen.live_lease_count(ARRAY[{LEASE}])"),
+            for name, statement, args in [
+                    ("extend", f"SELECT * FROM queen.extend_lease({LEASE}, 30)", ()),
+                    ("release", f"SELECT * FROM queen.release_lease({LEASE})", ()),
+                    ("required", Q.live_leases.text, Q.live_leases.args({"lease_ids": [LEASE_ID]})),
                     # What an ack of retried dead letters reads for the leases it ends.
-                    ("retried", f"SELECT * FROM queen.leases_by_id(ARRAY[{LEASE}])"),
+                    ("retried", f"SELECT * FROM queen.leases_by_id(ARRAY[{LEASE}])", ()),
                     ("end", "UPDATE queen.consumer_state SET lease_id = NULL, "
-                            f"lease_expires_at = NULL WHERE lease_id = {LEASE}")]:
-                planned[name], _ = await executed_plans(conn, statement)
+                            f"lease_expires_at = NULL WHERE lease_id = {LEASE}", ())]:
+                planned[name], _ = await executed_plans(conn, statement, *args)
             return planned
         finally:
             await holder.close()

@@ -1,6 +1,6 @@
 -- The consumer_leases rows of p_lease_ids, read by key whatever the table's statistics say
 -- (functions/keep_consumer_index says why): a transaction's requiredLeases
--- (functions/live_lease_count) and the leases an ack of retried dead letters ends
+-- (queries/live_leases) and the leases an ack of retried dead letters ends
 -- (functions/ack_batch). A function for its setting, which a statement cannot carry.
 CREATE OR REPLACE FUNCTION queen.leases_by_id(p_lease_ids uuid[])
 RETURNS SETOF queen.consumer_leases LANGUAGE sql STABLE ROWS 10 SET enable_seqscan = off AS $$
